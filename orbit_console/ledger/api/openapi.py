@@ -1,0 +1,375 @@
+"""The OpenAPI 3.1 document of every /v1 endpoint, served at /v1/openapi.json.
+
+tests/ledger/test_openapi.py keeps it true: every route is documented, every documented
+operation exists, and real responses validate against the schemas below.
+"""
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from orbit_console.ledger.requests import (
+    MAX_EVIDENCE_REF_CHARS,
+    MAX_REASON_CHARS,
+    MAX_TASK_TIMEOUT_MS,
+)
+
+ID = {"type": "string", "pattern": "^[0-9a-f]{32}$"}
+TIME = {"type": "string", "format": "date-time", "pattern": "Z$"}
+REVISION = {"type": "string", "pattern": "^[1-9][0-9]*$"}
+STATE = {
+    "type": "string",
+    "enum": ["WAITING", "RUNNING", "NEEDS_REVIEW", "SUCCEEDED", "FAILED", "CANCELLED"],
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": list(required),
+        "properties": {**required, **(optional or {})},
+        "additionalProperties": False,
+    }
+
+
+def _envelope(data: dict[str, Any]) -> dict[str, Any]:
+    return _object({"request_id": ID, "data": data})
+
+
+def _page(item: str) -> dict[str, Any]:
+    return _object(
+        {"items": {"type": "array", "items": _ref(item)}}, {"next_cursor": {"type": "string"}}
+    )
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _object(
+        {
+            "request_id": ID,
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {
+                        "type": "string",
+                        "enum": [
+                            "INVALID_ARGUMENT",
+                            "UNAUTHENTICATED",
+                            "PERMISSION_DENIED",
+                            "NOT_FOUND",
+                            "METHOD_NOT_ALLOWED",
+                            "STATE_CONFLICT",
+                            "IDEMPOTENCY_CONFLICT",
+                            "QUEUE_FULL",
+                            "APPLICATION_FULL",
+                            "UNAVAILABLE",
+                        ],
+                    },
+                    "message": {"type": "string"},
+                    "field": {"type": "string", "description": "The request part at fault (400)."},
+                    "retry_after_ms": {"type": "integer", "minimum": 1},
+                    "allow": {"type": "string"},
+                },
+                "additionalProperties": False,
+            },
+        }
+    ),
+    "RetryPolicy": _object(
+        {
+            "max_attempts": {"type": "integer"},
+            "initial_delay_ms": {"type": "integer"},
+            "max_delay_ms": {"type": "integer"},
+            "attempt_timeout_ms": {"type": "integer"},
+        }
+    ),
+    "Owner": {
+        "oneOf": [
+            _object({"kind": {"const": "NONE"}}),
+            _object({"kind": {"const": "PLAN"}, "plan_id": ID, "trigger_id": ID}),
+            _object({"kind": {"const": "WORKFLOW"}, "workflow_id": ID}),
+        ]
+    },
+    "TaskDetail": _object(
+        {
+            "id": ID,
+            "namespace_id": ID,
+            "queue_id": ID,
+            "state": STATE,
+            "revision": REVISION,
+            "handler": {"type": "string"},
+            "handler_version": {"type": "string"},
+            "payload_version": {"type": "string"},
+            "payload": {"description": "The payload JSON exactly as accepted."},
+            "available_at": TIME,
+            "deadline_at": TIME,
+            "recovery_safety": {"type": "string"},
+            "retry": _ref("RetryPolicy"),
+            "attempt_count": {"type": "integer", "minimum": 0},
+            "created_at": TIME,
+            "updated_at": TIME,
+            "effect_uncertain": {"type": "boolean"},
+            "owner": _ref("Owner"),
+            "gated": {"type": "boolean"},
+            "leased": {"type": "boolean"},
+            "active_attempt": {"type": "boolean"},
+            "unreleased_permit": {"type": "boolean"},
+        },
+        {
+            "business_key": {"type": "string"},
+            "concurrency_key": {"type": "string"},
+            "priority": {"type": "integer"},
+            "start_deadline_at": TIME,
+            "result": {"description": "The result JSON exactly as declared; never null."},
+            "completed_at": TIME,
+            "retry_of": ID,
+            "lease_expires_at": TIME,
+            "retry_successor_id": ID,
+        },
+    ),
+    "TaskSummary": _object(
+        {
+            "id": ID,
+            "namespace_id": ID,
+            "queue_id": ID,
+            "state": STATE,
+            "revision": REVISION,
+            "handler": {"type": "string"},
+            "handler_version": {"type": "string"},
+            "attempt_count": {"type": "integer"},
+            "effect_uncertain": {"type": "boolean"},
+            "created_at": TIME,
+            "updated_at": TIME,
+        },
+        {"business_key": {"type": "string"}, "completed_at": TIME},
+    ),
+    "Operation": _object(
+        {
+            "id": ID,
+            "task_id": ID,
+            "operation_id": ID,
+            "actor_id": ID,
+            "action": {"type": "string"},
+            "created_at": TIME,
+        }
+    ),
+    "OperationDetail": _object(
+        {
+            "id": ID,
+            "task_id": ID,
+            "operation_id": ID,
+            "actor_id": ID,
+            "action": {"type": "string"},
+            "created_at": TIME,
+            "reason": {"type": "string"},
+            "before": {"type": ["object", "null"]},
+            "after": {"type": "object"},
+        },
+        {"evidence_ref": {"type": "string"}},
+    ),
+    "LateReport": _object(
+        {
+            "id": ID,
+            "outcome": {"type": "string", "enum": ["SUCCEEDED", "FAILED", "UNKNOWN"]},
+            "detail": {"type": "string"},
+            "received_at": TIME,
+        }
+    ),
+    "Attempt": _object(
+        {
+            "id": ID,
+            "task_id": ID,
+            "number": {"type": "integer", "minimum": 1},
+            "worker_id": {"type": "string"},
+            "started_at": TIME,
+            "outcome": {
+                "type": ["string", "null"],
+                "enum": ["SUCCEEDED", "FAILED", "UNKNOWN", None],
+            },
+            "late_reports": {"type": "array", "items": _ref("LateReport")},
+        },
+        {"ended_at": TIME, "error": {"type": "string"}},
+    ),
+    "ReviewRequest": _object(
+        {
+            "expected_revision": REVISION,
+            "reason": {"type": "string", "minLength": 1, "maxLength": MAX_REASON_CHARS},
+            "evidence_ref": {"type": "string", "minLength": 1, "maxLength": MAX_EVIDENCE_REF_CHARS},
+            "execution_settled": {"const": True},
+            "outcome": {"type": "string", "enum": ["SUCCEEDED", "FAILED"]},
+            "result": {"not": {"type": "null"}, "description": "At most 256 KiB of JSON text."},
+        }
+    ),
+    "RetryRequest": _object(
+        {
+            "expected_revision": REVISION,
+            "reason": {"type": "string", "minLength": 1, "maxLength": MAX_REASON_CHARS},
+            "evidence_ref": {"type": "string", "minLength": 1, "maxLength": MAX_EVIDENCE_REF_CHARS},
+            "safe_to_retry": {"const": True},
+            "task_timeout_ms": {"type": "integer", "minimum": 1, "maximum": MAX_TASK_TIMEOUT_MS},
+        },
+        {
+            "available_at": {"type": ["string", "null"]},
+            "start_deadline_at": {"type": ["string", "null"]},
+        },
+    ),
+    "ReviewReceipt": _envelope(
+        _object({"task": _ref("TaskDetail"), "audit_id": ID, "deduplicated": {"type": "boolean"}})
+    ),
+    "RetryReceipt": _envelope(
+        _object(
+            {
+                "source_task_id": ID,
+                "task": _ref("TaskDetail"),
+                "audit_id": ID,
+                "deduplicated": {"type": "boolean"},
+            }
+        )
+    ),
+    "TaskResponse": _envelope(_ref("TaskDetail")),
+    "TaskPage": _envelope(_page("TaskSummary")),
+    "OperationPage": _envelope(_page("Operation")),
+    "OperationResponse": _envelope(_ref("OperationDetail")),
+    "AttemptPage": _envelope(_page("Attempt")),
+}
+
+
+def _response(schema: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref(schema)}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    meanings = {
+        400: "INVALID_ARGUMENT: nothing was changed",
+        401: "UNAUTHENTICATED",
+        403: "PERMISSION_DENIED",
+        404: "NOT_FOUND, also outside the credential's scope",
+        409: "STATE_CONFLICT or IDEMPOTENCY_CONFLICT",
+        429: "QUEUE_FULL or APPLICATION_FULL: send the same request again later",
+        503: "UNAVAILABLE: may have been applied; resend the same request",
+    }
+    return {str(status): _response("Error", meanings[status]) for status in statuses}
+
+
+def _parameter(
+    name: str, where: str, schema: dict[str, Any], required: bool = True
+) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "schema": schema}
+
+
+TASK_ID = _parameter("task_id", "path", ID)
+AUDIT_ID = _parameter("audit_id", "path", ID)
+LIMIT = _parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}, False)
+CURSOR = _parameter("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 1024}, False)
+IDEMPOTENCY_KEY = _parameter(
+    "Idempotency-Key", "header", {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"}
+)
+READ_ERRORS = _errors(400, 401, 403, 404, 503)
+WRITE_ERRORS = _errors(400, 401, 403, 404, 409, 503)
+
+
+def _write(summary: str, request: str, permission: str, ok: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "x-permission": permission,
+            "parameters": [TASK_ID, IDEMPOTENCY_KEY],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref(request)}},
+            },
+            "responses": {**ok, **WRITE_ERRORS},
+        }
+    }
+
+
+PATHS: dict[str, Any] = {
+    "/v1/tasks": {
+        "get": {
+            "summary": "List tasks (summaries, newest first; never retry_of)",
+            "x-permission": "tasks:read",
+            "parameters": [
+                _parameter("state", "query", {"type": "string"}, False),
+                _parameter("queue_id", "query", ID, False),
+                _parameter("handler", "query", {"type": "string"}, False),
+                _parameter("business_key", "query", {"type": "string"}, False),
+                LIMIT,
+                CURSOR,
+            ],
+            "responses": {"200": _response("TaskPage", "A page of tasks"), **READ_ERRORS},
+        }
+    },
+    "/v1/tasks/{task_id}": {
+        "get": {
+            "summary": "GetTask: the task detail with retry_of and recovery facts",
+            "x-permission": "tasks:read",
+            "parameters": [TASK_ID],
+            "responses": {"200": _response("TaskResponse", "The task"), **READ_ERRORS},
+        }
+    },
+    "/v1/tasks/{task_id}:review": _write(
+        "Review a NEEDS_REVIEW task (RV)",
+        "ReviewRequest",
+        "tasks:review",
+        {"200": _response("ReviewReceipt", "Reviewed, or the replayed receipt")},
+    ),
+    "/v1/tasks/{task_id}:retry": _write(
+        "Retry a FAILED or CANCELLED task as a new linked task (RT)",
+        "RetryRequest",
+        "tasks:retry",
+        {
+            "201": _response("RetryReceipt", "The successor was created"),
+            "200": _response("RetryReceipt", "The replayed receipt"),
+            **_errors(429),
+        },
+    ),
+    "/v1/tasks/{task_id}/operations": {
+        "get": {
+            "summary": "The task's operation audit, newest first (AU2-AU4)",
+            "x-permission": "tasks:audit:read",
+            "parameters": [TASK_ID, LIMIT, CURSOR],
+            "responses": {"200": _response("OperationPage", "A page of operations"), **READ_ERRORS},
+        }
+    },
+    "/v1/tasks/{task_id}/operations/{audit_id}": {
+        "get": {
+            "summary": "One operation with reason, evidence, before and after (AU5)",
+            "x-permission": "tasks:audit:read",
+            "parameters": [TASK_ID, AUDIT_ID],
+            "responses": {"200": _response("OperationResponse", "The operation"), **READ_ERRORS},
+        }
+    },
+    "/v1/tasks/{task_id}/attempts": {
+        "get": {
+            "summary": "The task's executions, newest first, with late reports",
+            "x-permission": "tasks:read",
+            "parameters": [TASK_ID, LIMIT, CURSOR],
+            "responses": {"200": _response("AttemptPage", "A page of attempts"), **READ_ERRORS},
+        }
+    },
+}
+
+DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "Orbit recovery API (embedded ledger)",
+        "version": "1",
+        "description": "Manual review, manual retry and the task operation audit. See docs/api.md.",
+    },
+    "components": {
+        "schemas": SCHEMAS,
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+    },
+    "security": [{"bearer": []}],
+    "paths": PATHS,
+}
+
+
+@require_GET
+def openapi_document(request: HttpRequest) -> JsonResponse:
+    """The document itself; its request id travels in the X-Request-Id header."""
+    return JsonResponse(DOCUMENT)

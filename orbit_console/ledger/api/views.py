@@ -1,0 +1,151 @@
+"""The /v1 endpoints: parse, call a selector or a service, answer. Nothing else."""
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from orbit_console.ledger import selectors, services
+from orbit_console.ledger.api.http import (
+    Answer,
+    api_endpoint,
+    cursor_param,
+    limit_param,
+    not_found,
+    path_id,
+    query,
+    write_request,
+)
+from orbit_console.ledger.errors import InvalidArgument
+from orbit_console.ledger.models import Credential, Permission, TaskState
+from orbit_console.ledger.requests import parse_retry, parse_review
+from orbit_console.ledger.serializers import (
+    attempt_item,
+    operation_detail,
+    operation_item,
+    task_detail,
+    task_summary,
+)
+
+_TASK_LIST_PARAMS = {"state", "queue_id", "handler", "business_key", "limit", "cursor"}
+_PAGE_PARAMS = {"limit", "cursor"}
+
+
+@csrf_exempt
+def task_resource(request: HttpRequest, ref: str) -> HttpResponse:
+    """``/v1/tasks/{id}`` and the custom methods ``/v1/tasks/{id}:review|:retry``."""
+    task_id, colon, verb = ref.partition(":")
+    if not colon:
+        return get_task(request, task_id=task_id)
+    if verb == "review":
+        return review_task(request, task_id=task_id)
+    if verb == "retry":
+        return retry_task(request, task_id=task_id)
+    return not_found(request)
+
+
+@api_endpoint(method="GET", permission=Permission.READ)
+def get_task(request: HttpRequest, credential: Credential, *, task_id: str) -> Answer:
+    """O1: GetTask."""
+    query(request, allowed=set())
+    task = selectors.task_in_scope(credential, path_id(task_id, "task_id"))
+    return 200, task_detail(task, retry_successor_id=selectors.retry_successor_id(task))
+
+
+@api_endpoint(method="POST", permission=Permission.REVIEW)
+def review_task(request: HttpRequest, credential: Credential, *, task_id: str) -> Answer:
+    """RV: declare the outcome of a NEEDS_REVIEW task."""
+    task_id = path_id(task_id, "task_id")
+    key, body = write_request(request)
+    receipt = services.task_review(
+        credential=credential, task_id=task_id, idempotency_key=key, request=parse_review(body)
+    )
+    return receipt.status, receipt.data
+
+
+@api_endpoint(method="POST", permission=Permission.RETRY)
+def retry_task(request: HttpRequest, credential: Credential, *, task_id: str) -> Answer:
+    """RT: create the direct retry successor of a FAILED or CANCELLED task."""
+    task_id = path_id(task_id, "task_id")
+    key, body = write_request(request)
+    receipt = services.task_retry(
+        credential=credential, task_id=task_id, idempotency_key=key, request=parse_retry(body)
+    )
+    return receipt.status, receipt.data
+
+
+@api_endpoint(method="GET", permission=Permission.AUDIT_READ)
+def list_operations(request: HttpRequest, credential: Credential, *, task_id: str) -> Answer:
+    """AU2-AU4."""
+    task_id = path_id(task_id, "task_id")
+    params = query(request, allowed=_PAGE_PARAMS)
+    limit = limit_param(params)
+    cursor = cursor_param(params, max_chars=selectors.MAX_CURSOR_CHARS)
+    task = selectors.task_in_scope(credential, task_id)
+    records, next_cursor = selectors.operations_page(task, limit=limit, cursor=cursor)
+    return 200, _page([operation_item(record) for record in records], next_cursor)
+
+
+@api_endpoint(method="GET", permission=Permission.AUDIT_READ)
+def get_operation(
+    request: HttpRequest, credential: Credential, *, task_id: str, audit_id: str
+) -> Answer:
+    """AU5."""
+    task_id = path_id(task_id, "task_id")
+    audit_id = path_id(audit_id, "audit_id")
+    query(request, allowed=set())
+    task = selectors.task_in_scope(credential, task_id)
+    return 200, operation_detail(selectors.operation_of_task(task, audit_id))
+
+
+@api_endpoint(method="GET", permission=Permission.READ)
+def list_tasks(request: HttpRequest, credential: Credential) -> Answer:
+    """Our choice (docs/api.md): the task summary list, without ``retry_of`` (RT9)."""
+    params = query(request, allowed=_TASK_LIST_PARAMS)
+    filters = selectors.TaskFilters(
+        states=_states(params.get("state")),
+        queue_id=path_id(params["queue_id"], "queue_id") if "queue_id" in params else None,
+        handler=_text_filter(params, "handler"),
+        business_key=_text_filter(params, "business_key"),
+    )
+    limit = limit_param(params)
+    cursor = cursor_param(params, max_chars=selectors.MAX_CURSOR_CHARS)
+    tasks, next_cursor = selectors.tasks_page(credential, filters, limit=limit, cursor=cursor)
+    return 200, _page([task_summary(task) for task in tasks], next_cursor)
+
+
+@api_endpoint(method="GET", permission=Permission.READ)
+def list_attempts(request: HttpRequest, credential: Credential, *, task_id: str) -> Answer:
+    """Our choice (docs/api.md): a task's executions, newest first, with late reports."""
+    task_id = path_id(task_id, "task_id")
+    params = query(request, allowed=_PAGE_PARAMS)
+    limit = limit_param(params)
+    cursor = cursor_param(params, max_chars=selectors.MAX_CURSOR_CHARS)
+    task = selectors.task_in_scope(credential, task_id)
+    attempts, next_cursor = selectors.attempts_page(task, limit=limit, cursor=cursor)
+    return 200, _page([attempt_item(a, reports) for a, reports in attempts], next_cursor)
+
+
+def _page(items: list[dict[str, Any]], next_cursor: str | None) -> dict[str, Any]:
+    page: dict[str, Any] = {"items": items}
+    if next_cursor is not None:
+        page["next_cursor"] = next_cursor
+    return page
+
+
+def _states(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    states = tuple(value.split(","))
+    if not all(state in TaskState.values for state in states):
+        raise InvalidArgument(
+            f"state: must be a comma-separated list of {', '.join(TaskState.values)}", field="state"
+        )
+    return states
+
+
+def _text_filter(params: dict[str, str], name: str) -> str | None:
+    value = params.get(name)
+    if value is not None and not 1 <= len(value) <= 512:
+        raise InvalidArgument(f"{name}: must be 1 to 512 characters", field=name)
+    return value

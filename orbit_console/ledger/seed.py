@@ -1,0 +1,136 @@
+"""``orbit seed``: a fresh namespace with one task in every situation the recovery rules know.
+
+Every call creates new ids, so it can run many times against one database. The output shape is
+a contract with the console's demo, the tests and external acceptance checks: keep it stable.
+"""
+
+from typing import Any
+
+from django.db import transaction
+
+from orbit_console.ledger.lifecycle import (
+    RetryPolicy,
+    actor_id_for,
+    attempt_finish,
+    attempt_report_late,
+    attempt_start,
+    credential_issue,
+    namespace_create,
+    queue_create,
+    task_accept,
+    task_cancel,
+    task_park_silent,
+)
+from orbit_console.ledger.models import Attempt, AttemptOutcome, OwnerKind, Permission
+from orbit_console.lib.ids import new_id
+
+PAYLOAD = '{"object_ref":"objects/input","sequence":9007199254740993}'
+ALL: list[str] = [Permission.READ, Permission.REVIEW, Permission.RETRY, Permission.AUDIT_READ]
+TOKEN_PERMISSIONS: dict[str, list[str]] = {
+    "admin": ALL,
+    "reviewer": [Permission.READ, Permission.REVIEW],
+    "retrier": [Permission.READ, Permission.RETRY],
+    "auditor": [Permission.READ, Permission.AUDIT_READ],
+    "reader": [Permission.READ],
+}
+
+
+@transaction.atomic
+def seed_world(*, label: str = "seed") -> dict[str, Any]:
+    namespace, _ = namespace_create(name=f"{label} namespace")
+    queue = queue_create(namespace=namespace, name="objects", capacity=1000)
+    other_queue = queue_create(namespace=namespace, name="reports", capacity=1000)
+    full_queue = queue_create(namespace=namespace, name="exports", capacity=2)
+    other_namespace, _ = namespace_create(name=f"{label} other namespace")
+
+    tokens: dict[str, str] = {}
+    for name, permissions in TOKEN_PERMISSIONS.items():
+        recovery = bool(set(permissions) - {Permission.READ})
+        _, tokens[name] = credential_issue(
+            namespace=namespace,
+            actor_name=name,
+            permissions=permissions,
+            recovery_access=recovery,
+        )
+    _, tokens["other_queue"] = credential_issue(
+        namespace=namespace,
+        actor_name="other_queue",
+        permissions=ALL,
+        recovery_access=True,
+        queues=[other_queue],
+    )
+    _, tokens["other_namespace"] = credential_issue(
+        namespace=other_namespace,
+        actor_name="other_namespace",
+        permissions=ALL,
+        recovery_access=True,
+    )
+
+    submitter = actor_id_for(namespace.id, "submitter")
+    worker = actor_id_for(namespace.id, "worker-1")
+    policy = RetryPolicy(max_attempts=1, attempt_timeout_ms=10_000)
+
+    def accept(key: str, *, on: Any = queue, **fields: Any) -> Any:
+        return task_accept(
+            queue=on,
+            actor_id=submitter,
+            handler="object.prepare",
+            payload=PAYLOAD,
+            business_key=f"object:{key}",
+            retry=policy,
+            **fields,
+        )
+
+    def run(task: Any, outcome: str, **fields: Any) -> Any:
+        attempt_start(task=task, worker_id="worker-1")
+        return attempt_finish(task=task, worker_actor_id=worker, outcome=outcome, **fields)
+
+    needs_review = run(accept("needs-review"), AttemptOutcome.UNKNOWN, error="connection reset")
+    attempt_report_late(
+        attempt=Attempt.objects.get(task_id=needs_review.id),
+        outcome=AttemptOutcome.FAILED,
+        detail="late report: the object store answered 503 after the lease ended",
+    )
+    needs_review_2 = run(accept("needs-review-2"), AttemptOutcome.UNKNOWN, error="timeout")
+
+    leased = accept("needs-review-leased")
+    attempt_start(task=leased, worker_id="worker-1", lease_ms=3_600_000)
+    leased = task_park_silent(task=leased, actor_id=worker)
+
+    workflow = run(
+        accept("needs-review-workflow", owner_kind=OwnerKind.WORKFLOW, owner_id=new_id()),
+        AttemptOutcome.UNKNOWN,
+        error="timeout",
+    )
+    failed = run(accept("failed"), AttemptOutcome.FAILED, error="object not found")
+    failed_uncertain = run(
+        accept("failed-uncertain"),
+        AttemptOutcome.FAILED,
+        error="write may have reached the store",
+        effect_uncertain=True,
+    )
+    cancelled = task_cancel(task=accept("cancelled"), actor_id=submitter, reason="superseded")
+    succeeded = run(
+        accept("succeeded"), AttemptOutcome.SUCCEEDED, result='{"object_ref":"objects/output"}'
+    )
+
+    queue_full_failed = run(accept("queue-full", on=full_queue), AttemptOutcome.FAILED, error="x")
+    for index in range(full_queue.capacity):
+        accept(f"queue-filler-{index}", on=full_queue)
+
+    return {
+        "namespace_id": namespace.id,
+        "queue_id": queue.id,
+        "tokens": tokens,
+        "tasks": {
+            "needs_review": needs_review.id,
+            "needs_review_2": needs_review_2.id,
+            "needs_review_leased": leased.id,
+            "needs_review_workflow": workflow.id,
+            "failed": failed.id,
+            "failed_uncertain": failed_uncertain.id,
+            "cancelled": cancelled.id,
+            "succeeded": succeeded.id,
+            "queue_full_failed": queue_full_failed.id,
+        },
+    }

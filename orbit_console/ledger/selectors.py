@@ -1,0 +1,173 @@
+"""Reads of the ledger, always within a credential's namespace and queue scope (C4).
+
+Lists use keyset pagination in the OR form ``created_at < c OR (created_at = c AND id < i)``,
+which MariaDB answers from the index at any depth (the row-value form is a full index read
+there). Cursors are signed, opaque, and bound to namespace, subject and query kind (AU3).
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.core import signing
+from django.db.models import Q, QuerySet
+
+from orbit_console.ledger.auth import queue_scope
+from orbit_console.ledger.errors import InvalidArgument, NotFound
+from orbit_console.ledger.models import (
+    Attempt,
+    AttemptReport,
+    Credential,
+    OperationAudit,
+    Task,
+)
+
+MAX_CURSOR_CHARS = 1024  # AU2
+_CURSOR_SALT = "orbit.ledger.cursor"
+
+
+def task_in_scope(credential: Credential, task_id: str, *, for_update: bool = False) -> Task:
+    """The task if it exists inside the credential's scope; otherwise 404, whichever it is."""
+    tasks = Task.objects.all()
+    if for_update:
+        tasks = tasks.select_for_update()
+    task = tasks.filter(id=task_id, namespace_id=credential.namespace_id).first()
+    scope = queue_scope(credential)
+    if task is None or (scope is not None and task.queue_id not in scope):
+        raise NotFound("no such task")
+    return task
+
+
+def retry_successor_id(task: Task) -> str | None:
+    return (
+        Task.objects.filter(namespace_id=task.namespace_id, retry_of=task.id)
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+# --- Cursors ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CursorBinding:
+    """What a cursor belongs to: a cursor of another namespace, subject or kind is refused."""
+
+    kind: str
+    namespace_id: str
+    subject: str
+
+
+def encode_cursor(binding: CursorBinding, position: list[Any]) -> str:
+    payload = [binding.kind, binding.namespace_id, binding.subject, position]
+    return signing.dumps(payload, salt=_CURSOR_SALT, compress=False)
+
+
+def decode_cursor(binding: CursorBinding, cursor: str) -> list[Any]:
+    try:
+        kind, namespace_id, subject, position = signing.loads(cursor, salt=_CURSOR_SALT)
+    except (signing.BadSignature, ValueError, TypeError):
+        raise InvalidArgument(
+            "cursor: is not a cursor this server issued", field="cursor"
+        ) from None
+    if (kind, namespace_id, subject) != (binding.kind, binding.namespace_id, binding.subject):
+        raise InvalidArgument("cursor: belongs to another query", field="cursor")
+    return list(position)
+
+
+def _keyset_after(position: list[Any]) -> Q:
+    created_at = datetime.fromisoformat(position[0])
+    last_id = position[1]
+    return Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id)
+
+
+def _page(
+    rows: QuerySet[Any], binding: CursorBinding, cursor: str | None, limit: int
+) -> tuple[list[Any], str | None]:
+    if cursor is not None:
+        rows = rows.filter(_keyset_after(decode_cursor(binding, cursor)))
+    page = list(rows.order_by("-created_at", "-id")[: limit + 1])
+    if len(page) <= limit:
+        return page, None
+    page = page[:limit]
+    last = page[-1]
+    return page, encode_cursor(binding, [last.created_at.isoformat(), last.id])
+
+
+# --- Lists ------------------------------------------------------------------------------------
+
+
+def operations_page(
+    task: Task, *, limit: int, cursor: str | None
+) -> tuple[list[OperationAudit], str | None]:
+    """AU2, AU3: a task's audit, newest first."""
+    binding = CursorBinding("operations", task.namespace_id, task.id)
+    return _page(OperationAudit.objects.filter(task_id=task.id), binding, cursor, limit)
+
+
+def operation_of_task(task: Task, audit_id: str) -> OperationAudit:
+    """AU5: 404 when missing or when it belongs to another task."""
+    record = OperationAudit.objects.filter(id=audit_id, task_id=task.id).first()
+    if record is None:
+        raise NotFound("no such operation on this task")
+    return record
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFilters:
+    states: tuple[str, ...] = ()
+    queue_id: str | None = None
+    handler: str | None = None
+    business_key: str | None = None
+
+    def binding_subject(self) -> str:
+        return "|".join(
+            [
+                ",".join(self.states),
+                self.queue_id or "",
+                self.handler or "",
+                self.business_key or "",
+            ]
+        )
+
+
+def tasks_page(
+    credential: Credential, filters: TaskFilters, *, limit: int, cursor: str | None
+) -> tuple[list[Task], str | None]:
+    """The task list of a credential's scope, newest first, filtered."""
+    tasks = Task.objects.filter(namespace_id=credential.namespace_id)
+    scope = queue_scope(credential)
+    if scope is not None:
+        tasks = tasks.filter(queue_id__in=scope)
+    if filters.states:
+        tasks = tasks.filter(state__in=filters.states)
+    if filters.queue_id:
+        tasks = tasks.filter(queue_id=filters.queue_id)
+    if filters.handler:
+        tasks = tasks.filter(handler=filters.handler)
+    if filters.business_key:
+        tasks = tasks.filter(business_key=filters.business_key)
+    binding = CursorBinding("tasks", credential.namespace_id, filters.binding_subject())
+    return _page(tasks, binding, cursor, limit)
+
+
+def attempts_page(
+    task: Task, *, limit: int, cursor: str | None
+) -> tuple[list[tuple[Attempt, list[AttemptReport]]], str | None]:
+    """A task's executions, newest first, each with the late reports appended to it."""
+    binding = CursorBinding("attempts", task.namespace_id, task.id)
+    attempts = Attempt.objects.filter(task_id=task.id)
+    if cursor is not None:
+        (before_number,) = decode_cursor(binding, cursor)
+        attempts = attempts.filter(number__lt=int(before_number))
+    page = list(attempts.order_by("-number")[: limit + 1])
+    next_cursor = None
+    if len(page) > limit:
+        page = page[:limit]
+        next_cursor = encode_cursor(binding, [page[-1].number])
+    reports: dict[str, list[AttemptReport]] = {attempt.id: [] for attempt in page}
+    for report in AttemptReport.objects.filter(attempt_id__in=reports).order_by(
+        "received_at", "id"
+    ):
+        reports[report.attempt_id].append(report)
+    return [(attempt, reports[attempt.id]) for attempt in page], next_cursor

@@ -1,0 +1,234 @@
+"""Strict, exact JSON: the one place that turns bytes into values and values into bytes.
+
+Reading (C6, RV3, I8):
+- UTF-8 only, no byte-order mark, no lone surrogates (they cannot be stored or re-encoded);
+- duplicate member names are refused at every depth;
+- ``NaN``/``Infinity`` and other non-JSON constants are refused;
+- numbers never pass through a float: integers stay ``int``, decimals become ``Decimal``;
+- for the top-level object, each member's raw text is kept as received, so that a ``result``
+  can be stored and answered byte for byte.
+
+Writing: ``dumps`` renders dicts, lists, strings, numbers, booleans, ``None`` and ``RawJSON``
+(text that is already JSON, inserted verbatim), so that stored payloads and results travel back
+without being re-parsed.
+
+``canonical`` gives a text that is equal for two values exactly when they are the same JSON
+value (member order, whitespace and number spelling ignored; numbers compared by exact value),
+which is how idempotent replays are recognised (O4).
+"""
+
+import json
+import json.decoder
+import json.scanner
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+
+class JSONError(ValueError):
+    """The text is not acceptable JSON; the message says why in words a caller can act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawJSON:
+    """JSON text that is written out verbatim by ``dumps``."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    value: Any
+    raw: str
+
+
+_WHITESPACE = " \t\n\r"
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in result:
+            raise JSONError(f"duplicate member {name!r}")
+        result[name] = value
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JSONError(f"{name} is not a JSON number")
+
+
+_decoder = json.JSONDecoder(
+    object_pairs_hook=_refuse_duplicates,
+    parse_float=Decimal,
+    parse_constant=_refuse_constant,
+    strict=True,
+)
+_scan_once = json.scanner.make_scanner(_decoder)  # type: ignore[arg-type]
+
+
+def _skip_ws(text: str, index: int) -> int:
+    while index < len(text) and text[index] in _WHITESPACE:
+        index += 1
+    return index
+
+
+def _scan_value(text: str, index: int) -> tuple[Any, int]:
+    try:
+        return _scan_once(text, index)
+    except StopIteration:
+        raise JSONError(f"expected a JSON value at character {index}") from None
+    except json.JSONDecodeError as exc:
+        raise JSONError(f"malformed JSON: {exc.msg} at character {exc.pos}") from None
+    except RecursionError:
+        raise JSONError("JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        if isinstance(exc, JSONError):
+            raise
+        raise JSONError(f"unreadable JSON number: {exc}") from None
+
+
+def decode_text(data: bytes) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise JSONError("the body is not valid UTF-8") from None
+    if text.startswith("\ufeff"):
+        raise JSONError("the body must not start with a byte-order mark")
+    return text
+
+
+def _check_scalar_strings(value: Any) -> None:
+    """Refuse lone surrogates (escaped as ``\\ud800``), which are not Unicode text."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise JSONError(
+            "a string holds a lone UTF-16 surrogate, which is not valid Unicode"
+        ) from None
+
+
+def loads(text: str) -> Any:
+    """Parse one complete JSON document strictly."""
+    index = _skip_ws(text, 0)
+    value, end = _scan_value(text, index)
+    if _skip_ws(text, end) != len(text):
+        raise JSONError("unexpected data after the JSON value")
+    _check_scalar_strings(value)
+    return value
+
+
+def parse_object(data: bytes) -> dict[str, Member]:
+    """Parse a request body that must be one JSON object; keep each member's raw text."""
+    text = decode_text(data)
+    index = _skip_ws(text, 0)
+    if index >= len(text) or text[index] != "{":
+        raise JSONError("the body must be a JSON object")
+    members: dict[str, Member] = {}
+    index = _skip_ws(text, index + 1)
+    if index < len(text) and text[index] == "}":
+        index += 1
+    else:
+        while True:
+            if index >= len(text) or text[index] != '"':
+                raise JSONError(f"expected a member name at character {index}")
+            try:
+                name, index = json.decoder.scanstring(text, index + 1, True)  # type: ignore[attr-defined]
+            except json.JSONDecodeError as exc:
+                raise JSONError(f"malformed member name at character {exc.pos}") from None
+            _check_text(name)
+            if name in members:
+                raise JSONError(f"duplicate member {name!r}")
+            index = _skip_ws(text, index)
+            if index >= len(text) or text[index] != ":":
+                raise JSONError(f"expected ':' after member {name!r}")
+            start = _skip_ws(text, index + 1)
+            value, index = _scan_value(text, start)
+            _check_scalar_strings(value)
+            members[name] = Member(value=value, raw=text[start:index])
+            index = _skip_ws(text, index)
+            if index < len(text) and text[index] == ",":
+                index = _skip_ws(text, index + 1)
+                continue
+            if index < len(text) and text[index] == "}":
+                index += 1
+                break
+            raise JSONError(f"expected ',' or '}}' at character {index}")
+    if _skip_ws(text, index) != len(text):
+        raise JSONError("unexpected data after the JSON object")
+    return members
+
+
+def _exact_number(value: int | Decimal) -> str:
+    """The exact value of a number as sign, significant digits and exponent, without rounding."""
+    sign, digits, exponent = Decimal(value).as_tuple()
+    if not isinstance(exponent, int):  # NaN and infinities never get past the parser
+        raise TypeError("not a finite number")
+    text = "".join(map(str, digits)).lstrip("0")
+    if not text:
+        return "0"
+    stripped = text.rstrip("0")
+    exponent += len(text) - len(stripped)
+    return f"{'-' if sign else ''}{stripped}e{exponent}"
+
+
+def canonical(value: Any) -> str:
+    """A text equal for two parsed values exactly when they are the same JSON value."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int | Decimal):
+        return _exact_number(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=True)
+    if isinstance(value, list):
+        return "[" + ",".join(canonical(item) for item in value) + "]"
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return "{" + ",".join(f"{canonical(k)}:{canonical(v)}" for k, v in items) + "}"
+    raise TypeError(f"not a parsed JSON value: {type(value).__name__}")
+
+
+def dumps(value: Any) -> str:
+    """Render a response; ``RawJSON`` is inserted verbatim, nothing goes through a float."""
+    if isinstance(value, RawJSON):
+        return value.text
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(dumps(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ",".join(
+                f"{json.dumps(str(k), ensure_ascii=False)}:{dumps(v)}" for k, v in value.items()
+            )
+            + "}"
+        )
+    raise TypeError(f"cannot render {type(value).__name__} as JSON")

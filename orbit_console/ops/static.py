@@ -1,0 +1,63 @@
+"""Static files served at the ASGI edge, through WhiteNoise's file index.
+
+WhiteNoise's Django middleware is synchronous; under ASGI a sync middleware pins every request
+to the single thread that also runs the embedded API's views, and a console view waiting on
+the API over HTTP would wait on itself. So the files are served here, before Django, with
+WhiteNoise choosing the file, the compressed variant and the caching headers.
+"""
+
+import asyncio
+from typing import Any
+
+from django.conf import settings
+from whitenoise.middleware import WhiteNoiseMiddleware
+
+CHUNK = 64 * 1024
+_FORWARDED = {
+    b"if-none-match": "HTTP_IF_NONE_MATCH",
+    b"if-modified-since": "HTTP_IF_MODIFIED_SINCE",
+    b"range": "HTTP_RANGE",
+    b"accept-encoding": "HTTP_ACCEPT_ENCODING",
+}
+
+
+class StaticFiles:
+    def __init__(self, application: Any) -> None:
+        self.application = application
+        self.index = WhiteNoiseMiddleware(get_response=None)
+        self.prefix = settings.STATIC_URL
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(self.prefix):
+            static_file = (
+                self.index.find_file(scope["path"])
+                if self.index.autorefresh
+                else self.index.files.get(scope["path"])
+            )
+            if static_file is not None:
+                await self._serve(static_file, scope, send)
+                return
+        await self.application(scope, receive, send)
+
+    async def _serve(self, static_file: Any, scope: dict[str, Any], send: Any) -> None:
+        meta = {
+            _FORWARDED[name]: value.decode("latin-1")
+            for name, value in scope.get("headers", [])
+            if name in _FORWARDED
+        }
+        response = await asyncio.to_thread(static_file.get_response, scope["method"], meta)
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
+        headers.append((b"x-content-type-options", b"nosniff"))
+        await send(
+            {"type": "http.response.start", "status": int(response.status), "headers": headers}
+        )
+        handle = response.file
+        if handle is None:
+            await send({"type": "http.response.body", "body": b""})
+            return
+        try:
+            while chunk := await asyncio.to_thread(handle.read, CHUNK):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            handle.close()

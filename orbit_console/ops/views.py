@@ -1,0 +1,68 @@
+"""Health endpoints (O7, I7) and the error pages that must answer in the API's envelope."""
+
+import asyncio
+
+from channels.layers import get_channel_layer
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from orbit_console.ledger.api.http import error_response
+from orbit_console.ledger.errors import ApiError, NotFound
+
+READY_TIMEOUT_SECONDS = 2.0
+
+
+@require_GET
+def live(request: HttpRequest) -> JsonResponse:
+    """The process answers. Nothing else is checked: a restart would not fix a dependency."""
+    return JsonResponse({"status": "live"})
+
+
+@require_GET
+async def ready(request: HttpRequest) -> JsonResponse:
+    """503 while the database or the channel layer cannot be reached."""
+    checks = {
+        "database": await _check(asyncio.to_thread(_database_ok)),
+        "channel_layer": await _check(_channel_layer_ok()),
+    }
+    ok = all(value == "ok" for value in checks.values())
+    return JsonResponse(
+        {"status": "ready" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
+    )
+
+
+async def _check(probe) -> str:  # type: ignore[no-untyped-def]
+    try:
+        await asyncio.wait_for(probe, timeout=READY_TIMEOUT_SECONDS)
+    except Exception as exc:
+        return f"error: {type(exc).__name__}"
+    return "ok"
+
+
+def _database_ok() -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    finally:
+        connection.close()
+
+
+async def _channel_layer_ok() -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        raise RuntimeError("no channel layer configured")
+    await layer.group_send("health.probe", {"type": "health.probe"})
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith("/v1/"):
+        return error_response(request, ApiError("internal error"))
+    return render(request, "500.html", status=500)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if request.path.startswith("/v1/"):
+        return error_response(request, NotFound("no such endpoint"))
+    return render(request, "404.html", status=404)

@@ -1,0 +1,76 @@
+"""Fixtures shared by every suite: the test database, real servers, seeded worlds, Chromium."""
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+# Playwright's sync API runs an event loop in the test thread; Django's ORM then refuses to
+# run there unless told that this thread is not really asynchronous.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+from tests.support.servers import DaphneServer
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment: None, django_db_blocker: Any) -> Iterator[None]:
+    """Always create the test database: most suites use it through real servers, not through
+    pytest-django's ``db`` fixture, so pytest-django's own detection would skip it."""
+    from django.test.utils import setup_databases, teardown_databases
+
+    with django_db_blocker.unblock():
+        config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+    yield
+    with django_db_blocker.unblock():
+        teardown_databases(config, verbosity=0)
+
+
+@pytest.fixture
+def live_db(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """Autocommit access to the test database, shared with the servers. Nothing is rolled
+    back: tests stay independent by working in namespaces of their own (``world``)."""
+    with django_db_blocker.unblock():
+        yield
+
+
+@pytest.fixture(scope="session")
+def orbit_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
+    """One daphne process serving the recovery API and the console on the test database."""
+    with django_db_blocker.unblock():
+        server = DaphneServer("orbit").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def world(live_db: None) -> dict[str, Any]:
+    """A fresh ``orbit seed`` namespace: tokens and one task in every situation."""
+    from orbit_console.ledger.seed import seed_world
+
+    return seed_world(label="test")
+
+
+@pytest.fixture
+def api(orbit_server: DaphneServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=orbit_server.url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **browser_type_launch_args,
+        "executable_path": shutil.which("chromium"),
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-quic",
+        ],
+    }

@@ -1,0 +1,102 @@
+"""Real servers for tests: daphne processes on the test database, as in production.
+
+Each server is ``daphne orbit_console.asgi:application`` in its own process with the test
+database's ``DATABASE_URL``, so tests talk to the recovery API and the console over real
+HTTP and WebSockets. Data a test wants the server to see must be committed (see ``live_db``).
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from django.db import connection
+
+LOG_DIR = Path(settings.VAR_DIR) / "test-logs"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_database_url() -> str:
+    """The URL of the database the test run created (``test_...``), for child processes."""
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    user = db.get("USER") or "root"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"mysql://{user}{password}@{host}{port}/{db['NAME']}"
+
+
+class DaphneServer:
+    def __init__(self, name: str, *, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.extra_env = env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.log_path = LOG_DIR / f"{name}.log"
+
+    def start(self) -> "DaphneServer":
+        env = {
+            **os.environ,
+            "DATABASE_URL": test_database_url(),
+            "ORBIT_API_URL": self.url,
+            **self.extra_env,
+        }
+        env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "orbit_console.asgi:application",
+            ],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_live()
+        return self
+
+    def _wait_live(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited; see {self.log_path}")
+            try:
+                if httpx.get(f"{self.url}/health/live", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} did not start; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -7,6 +7,7 @@ channel layer, the embedded recovery API); ``DATABASE_URL``, ``REDIS_URL`` and
 in docs/deployment.md.
 """
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -103,8 +104,10 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
             "PRAGMA journal_mode=WAL; PRAGMA busy_timeout=20000; PRAGMA synchronous=NORMAL;"
         ),
     }
-    # A file, not memory, so that the servers the tests start share the test database.
-    _database["TEST"] = {"NAME": str(VAR_DIR / f"test-{Path(_database['NAME']).stem}.sqlite3")}
+    # A file, not memory, so that the servers the tests start share the test database; named
+    # per test process, so that two test runs on one checkout do not clobber each other.
+    _test_name = f"test-{Path(_database['NAME']).stem}-{os.getpid()}.sqlite3"
+    _database["TEST"] = {"NAME": str(VAR_DIR / _test_name)}
 elif _database["ENGINE"] == "django.db.backends.mysql":
     _database["OPTIONS"] = {
         "charset": "utf8mb4",

@@ -3,6 +3,7 @@
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,13 +20,18 @@ from tests.support.servers import DaphneServer
 def django_db_setup(django_test_environment: None, django_db_blocker: Any) -> Iterator[None]:
     """Always create the test database: most suites use it through real servers, not through
     pytest-django's ``db`` fixture, so pytest-django's own detection would skip it."""
+    from django.db import connection
     from django.test.utils import setup_databases, teardown_databases
 
     with django_db_blocker.unblock():
         config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+    name = connection.settings_dict["NAME"]
     yield
     with django_db_blocker.unblock():
         teardown_databases(config, verbosity=0)
+    if connection.vendor == "sqlite":
+        for suffix in ("-wal", "-shm"):
+            Path(f"{name}{suffix}").unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -41,6 +47,16 @@ def orbit_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[Daph
     """One daphne process serving the recovery API and the console on the test database."""
     with django_db_blocker.unblock():
         server = DaphneServer("orbit").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def orbit_server_2(orbit_server: DaphneServer, django_db_blocker: Any) -> Iterator[DaphneServer]:
+    """A second daphne process on the same database: with it, racing requests really run at
+    the same time (one process runs its sync views one at a time)."""
+    with django_db_blocker.unblock():
+        server = DaphneServer("orbit-2").start()
     yield server
     server.stop()
 

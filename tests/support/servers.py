@@ -45,7 +45,7 @@ class DaphneServer:
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        self.log_path = LOG_DIR / f"{name}.log"
+        self.log_path = LOG_DIR / f"{name}-{os.getpid()}.log"
 
     def start(self) -> "DaphneServer":
         env = {

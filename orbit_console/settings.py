@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "orbit_console.ops",
     "orbit_console.ledger",
+    "orbit_console.console",
 ]
 
 MIDDLEWARE = [
@@ -67,6 +68,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "orbit_console.console.middleware.TimezoneMiddleware",
 ]
 
 ROOT_URLCONF = "orbit_console.urls"
@@ -85,6 +87,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "orbit_console.console.context_processors.person",
             ],
         },
     },
@@ -202,6 +205,32 @@ STORAGES = {
 ORBIT_IDEMPOTENCY_RETENTION_HOURS = env_int("ORBIT_IDEMPOTENCY_RETENTION_HOURS", 7 * 24, minimum=1)
 # RT7: the hint sent with 429 QUEUE_FULL / APPLICATION_FULL.
 ORBIT_RETRY_AFTER_MS = env_int("ORBIT_RETRY_AFTER_MS", 1000, minimum=1)
+
+# --- The console ----------------------------------------------------------------------------
+# Where the console finds the recovery API. ORBIT_API_URL points at an external Orbit; unset,
+# the console uses the embedded API of this very deployment, over HTTP like any other client,
+# at ORBIT_EMBEDDED_API_URL (the address this server listens on; `manage.py demo` sets it).
+ORBIT_API_EMBEDDED = not env_str("ORBIT_API_URL")
+ORBIT_API_URL = env_str("ORBIT_API_URL") or env_str(
+    "ORBIT_EMBEDDED_API_URL", "http://127.0.0.1:8000"
+)
+ORBIT_API_TIMEOUT = float(env_int("ORBIT_API_TIMEOUT_SECONDS", 15, minimum=1))
+ORBIT_API_CONNECT_TIMEOUT = float(env_int("ORBIT_API_CONNECT_TIMEOUT_SECONDS", 5, minimum=1))
+# Fernet keys for Orbit tokens at rest, first one encrypts (docs/deployment.md).
+ORBIT_TOKEN_KEYS = env_list("ORBIT_TOKEN_KEYS", [])
+if PRODUCTION and not ORBIT_TOKEN_KEYS:
+    raise ImproperlyConfigured("ORBIT_TOKEN_KEYS is required when ORBIT_ENV=production")
+# The Orbit permissions each role implies (console.md, "Who sees what").
+CONSOLE_ROLE_PERMISSIONS = {
+    "operator": ["tasks:read", "tasks:review", "tasks:retry"],
+    "supervisor": ["tasks:read", "tasks:review", "tasks:retry"],
+    "auditor": ["tasks:read", "tasks:audit:read"],
+}
+# Durable submissions: how long the console keeps resending an unknown outcome (well inside
+# the API's idempotency retention), and the reconciler's bounded backoff.
+CONSOLE_RECONCILE_DEADLINE_HOURS = env_int("CONSOLE_RECONCILE_DEADLINE_HOURS", 24, minimum=1)
+CONSOLE_RECONCILE_BACKOFF_SECONDS = (2, 300)
+CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
 
 # --- Logging --------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

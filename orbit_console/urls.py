@@ -1,9 +1,20 @@
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from orbit_console.ops import views as ops
 
 urlpatterns = [
     path("v1/", include("orbit_console.ledger.api.urls")),
+    path("", include("orbit_console.console.urls")),
+    path(
+        "signin",
+        auth_views.LoginView.as_view(
+            template_name="console/signin.html", redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    path("signout", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/", include("django.conf.urls.i18n")),
     path("health/live", ops.live, name="health-live"),
     path("health/ready", ops.ready, name="health-ready"),
 ]

@@ -6,21 +6,24 @@ are the services' business.
 """
 
 import hashlib
-import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from orbit_console.ledger.errors import InvalidArgument
 from orbit_console.lib import strictjson
+from orbit_console.lib.recovery_rules import (
+    MAX_RESULT_BYTES,
+    RuleError,
+    check_evidence_ref,
+    check_reason,
+    check_revision,
+    check_task_timeout_ms,
+)
 from orbit_console.lib.rfc3339 import TimeFormatError, parse_utc
 
 MAX_BODY_BYTES = 512 * 1024  # C6
-MAX_RESULT_BYTES = 256 * 1024  # RV3, O5
-MAX_REASON_CHARS = 1024  # C10
-MAX_EVIDENCE_REF_CHARS = 512  # C10
-MAX_TASK_TIMEOUT_MS = 2_592_000_000  # RT2: 30 days
-MAX_REVISION = 2**64 - 1  # O5
 REVIEW_OUTCOMES = ("SUCCEEDED", "FAILED")
 
 
@@ -78,40 +81,23 @@ def _string(field: str, value: Any) -> str:
     return value
 
 
+def _rule(field: str, check: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return check(value)
+    except RuleError as exc:
+        raise _invalid(field, str(exc)) from None
+
+
 def parse_revision(value: Any) -> int:
-    """C5: a non-zero decimal string without sign, padding or leading zeros."""
-    text = _string("expected_revision", value)
-    if not text or not text.isascii() or not text.isdigit() or text[0] == "0":
-        raise _invalid("expected_revision", 'must be a non-zero decimal string such as "4"')
-    number = int(text)
-    if number > MAX_REVISION:
-        raise _invalid("expected_revision", "is beyond the unsigned 64-bit range")
-    return number
+    return _rule("expected_revision", check_revision, _string("expected_revision", value))
 
 
 def parse_reason(value: Any) -> str:
-    """C10, O6: 1-1024 code points, not all whitespace, no NUL."""
-    text = _string("reason", value)
-    if not 1 <= len(text) <= MAX_REASON_CHARS:
-        raise _invalid("reason", f"must be 1 to {MAX_REASON_CHARS} characters")
-    if text.isspace():
-        raise _invalid("reason", "must not be blank")
-    if "\x00" in text:
-        raise _invalid("reason", "must not contain NUL")
-    return text
+    return _rule("reason", check_reason, _string("reason", value))
 
 
 def parse_evidence_ref(value: Any) -> str:
-    """C10, O6: 1-512 code points, no whitespace, no control (Cc) or format (Cf) characters."""
-    text = _string("evidence_ref", value)
-    if not 1 <= len(text) <= MAX_EVIDENCE_REF_CHARS:
-        raise _invalid("evidence_ref", f"must be 1 to {MAX_EVIDENCE_REF_CHARS} characters")
-    for char in text:
-        if char.isspace():
-            raise _invalid("evidence_ref", "must not contain whitespace")
-        if unicodedata.category(char) in ("Cc", "Cf"):
-            raise _invalid("evidence_ref", "must not contain control or format characters")
-    return text
+    return _rule("evidence_ref", check_evidence_ref, _string("evidence_ref", value))
 
 
 def _confirmation(field: str, value: Any, meaning: str) -> None:
@@ -190,8 +176,7 @@ def parse_retry(body: bytes) -> RetryRequest:
         raise _invalid("task_timeout_ms", "must not be null")
     if isinstance(timeout, bool) or not isinstance(timeout, int):
         raise _invalid("task_timeout_ms", "must be an integer number of milliseconds")
-    if not 1 <= timeout <= MAX_TASK_TIMEOUT_MS:
-        raise _invalid("task_timeout_ms", f"must be between 1 and {MAX_TASK_TIMEOUT_MS}")
+    _rule("task_timeout_ms", check_task_timeout_ms, timeout)
     available = members.get("available_at")
     deadline = members.get("start_deadline_at")
     return RetryRequest(

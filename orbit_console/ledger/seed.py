@@ -134,3 +134,62 @@ def seed_world(*, label: str = "seed") -> dict[str, Any]:
             "queue_full_failed": queue_full_failed.id,
         },
     }
+
+
+@transaction.atomic
+def demo_world(*, label: str) -> str:
+    """The demo's world: everything ``seed_world`` makes, plus tasks of other handlers and a
+    plan's task, so that the console has something realistic to show."""
+    from orbit_console.ledger.lifecycle import task_accept_for_plan
+    from orbit_console.ledger.models import Queue
+
+    world = seed_world(label=label)
+    queue = Queue.objects.get(id=world["queue_id"])
+    namespace_id = world["namespace_id"]
+    submitter = actor_id_for(namespace_id, "submitter")
+    worker = actor_id_for(namespace_id, "worker-2")
+
+    def run(task: Any, outcome: str, **fields: Any) -> Any:
+        attempt_start(task=task, worker_id="worker-2")
+        return attempt_finish(task=task, worker_actor_id=worker, outcome=outcome, **fields)
+
+    examples = [
+        (
+            "invoice.send",
+            '{"invoice":"INV-2026-0042","amount":"129.90","currency":"EUR"}',
+            "invoice:INV-2026-0042",
+        ),
+        (
+            "payment.capture",
+            '{"payment_id":"pay_81734","amount":1299000,"scale":4}',
+            "payment:pay_81734",
+        ),
+        (
+            "report.export",
+            '{"report":"monthly-usage","month":"2026-10","rows":18442}',
+            "report:monthly-usage:2026-10",
+        ),
+    ]
+    for handler, payload, key in examples:
+        task = task_accept(
+            queue=queue, actor_id=submitter, handler=handler, payload=payload, business_key=key
+        )
+        run(task, AttemptOutcome.UNKNOWN, error="worker lost its connection to the broker")
+    failed = task_accept(
+        queue=queue,
+        actor_id=submitter,
+        handler="mail.deliver",
+        payload='{"to":"ops@example.com","template":"weekly-digest"}',
+        business_key="mail:weekly-digest:2026-48",
+    )
+    run(failed, AttemptOutcome.FAILED, error="SMTP 451: try again later")
+    planned = task_accept_for_plan(
+        queue=queue,
+        actor_id=submitter,
+        plan_name="nightly cleanup",
+        handler="storage.cleanup",
+        payload='{"bucket":"tmp","older_than_days":7}',
+        business_key="cleanup:tmp:2026-11-28",
+    )
+    run(planned, AttemptOutcome.UNKNOWN, error="timeout after 10 s")
+    return namespace_id

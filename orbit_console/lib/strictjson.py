@@ -21,7 +21,7 @@ import json
 import json.decoder
 import json.scanner
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 
@@ -43,6 +43,9 @@ class Member:
 
 
 _WHITESPACE = " \t\n\r"
+# Arrays and objects nested deeper than this are refused: ``canonical`` and ``dumps`` recurse,
+# and must stay well inside Python's recursion limit whatever the caller's stack depth.
+MAX_DEPTH = 128
 
 
 def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -82,6 +85,8 @@ def _scan_value(text: str, index: int) -> tuple[Any, int]:
         raise JSONError(f"malformed JSON: {exc.msg} at character {exc.pos}") from None
     except RecursionError:
         raise JSONError("JSON nested too deeply") from None
+    except InvalidOperation:  # an exponent beyond what Decimal holds: 1e99999999999999999999
+        raise JSONError("unreadable JSON number: the exponent is too large") from None
     except ValueError as exc:  # e.g. an integer with more digits than Python converts
         if isinstance(exc, JSONError):
             raise
@@ -98,18 +103,22 @@ def decode_text(data: bytes) -> str:
     return text
 
 
-def _check_scalar_strings(value: Any) -> None:
-    """Refuse lone surrogates (escaped as ``\\ud800``), which are not Unicode text."""
-    stack = [value]
+def _check_scalar_strings(value: Any, depth: int = 0) -> None:
+    """Refuse lone surrogates (escaped as ``\\ud800``), which are not Unicode text, and nesting
+    deeper than ``MAX_DEPTH``, which ``canonical`` and ``dumps`` could not recurse through."""
+    stack = [(value, depth)]
     while stack:
-        item = stack.pop()
+        item, level = stack.pop()
         if isinstance(item, str):
             _check_text(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        elif isinstance(item, dict | list):
+            if level >= MAX_DEPTH:
+                raise JSONError(f"JSON nested deeper than {MAX_DEPTH} levels")
+            if isinstance(item, dict):
+                stack.extend((key, level + 1) for key in item)
+                stack.extend((member, level + 1) for member in item.values())
+            else:
+                stack.extend((element, level + 1) for element in item)
 
 
 def _check_text(text: str) -> None:
@@ -157,7 +166,7 @@ def parse_object(data: bytes) -> dict[str, Member]:
                 raise JSONError(f"expected ':' after member {name!r}")
             start = _skip_ws(text, index + 1)
             value, index = _scan_value(text, start)
-            _check_scalar_strings(value)
+            _check_scalar_strings(value, depth=1)  # inside the top-level object
             members[name] = Member(value=value, raw=text[start:index])
             index = _skip_ws(text, index)
             if index < len(text) and text[index] == ",":
@@ -205,30 +214,61 @@ def canonical(value: Any) -> str:
     raise TypeError(f"not a parsed JSON value: {type(value).__name__}")
 
 
-def dumps(value: Any) -> str:
-    """Render a response; ``RawJSON`` is inserted verbatim, nothing goes through a float."""
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """Render JSON; ``RawJSON`` is inserted verbatim and nothing goes through a float.
+
+    With ``indent``, the text is pretty-printed for people (``RawJSON`` is then re-parsed and
+    indented too, still exactly).
+    """
+    if indent is None:
+        return _compact(value)
+    return _pretty(value, indent, 0)
+
+
+def _compact(value: Any) -> str:
     if isinstance(value, RawJSON):
         return value.text
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_compact(item) for item in value) + "]"
+    if isinstance(value, dict):
+        members = (f"{_string(str(k))}:{_compact(v)}" for k, v in value.items())
+        return "{" + ",".join(members) + "}"
+    return _scalar(value)
+
+
+def _pretty(value: Any, indent: int, depth: int) -> str:
+    if isinstance(value, RawJSON):
+        value = loads(value.text)
+    pad = " " * (indent * (depth + 1))
+    end = " " * (indent * depth)
+    if isinstance(value, list | tuple):
+        if not value:
+            return "[]"
+        items = ",\n".join(pad + _pretty(item, indent, depth + 1) for item in value)
+        return "[\n" + items + "\n" + end + "]"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        members = ",\n".join(
+            f"{pad}{_string(str(k))}: {_pretty(v, indent, depth + 1)}" for k, v in value.items()
+        )
+        return "{\n" + members + "\n" + end + "}"
+    return _scalar(value)
+
+
+def _string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _scalar(value: Any) -> str:
     if value is None:
         return "null"
     if value is True:
         return "true"
     if value is False:
         return "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal):
+    if isinstance(value, int | Decimal):
         return str(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(dumps(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return (
-            "{"
-            + ",".join(
-                f"{json.dumps(str(k), ensure_ascii=False)}:{dumps(v)}" for k, v in value.items()
-            )
-            + "}"
-        )
+        return _string(value)
     raise TypeError(f"cannot render {type(value).__name__} as JSON")

@@ -51,7 +51,7 @@ class DaphneServer:
         env = {
             **os.environ,
             "DATABASE_URL": test_database_url(),
-            "ORBIT_API_URL": self.url,
+            "ORBIT_EMBEDDED_API_URL": self.url,
             **self.extra_env,
         }
         env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

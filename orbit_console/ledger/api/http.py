@@ -26,6 +26,7 @@ from orbit_console.ledger.errors import (
     MethodNotAllowed,
     NotFound,
     PermissionDenied,
+    Unauthenticated,
     Unavailable,
 )
 from orbit_console.lib.ids import is_id, new_request_id
@@ -65,6 +66,11 @@ def error_response(request: HttpRequest, error: ApiError) -> HttpResponse:
     retry_after_ms = error.details.get("retry_after_ms")
     if retry_after_ms is not None:
         response["Retry-After"] = str(max(1, math.ceil(retry_after_ms / 1000)))
+    # RFC 9110 requires these: a 401 names the scheme, a 405 the methods the endpoint answers.
+    if isinstance(error, Unauthenticated):
+        response["WWW-Authenticate"] = 'Bearer realm="orbit"'
+    if isinstance(error, MethodNotAllowed):
+        response["Allow"] = error.details.get("allow", "")
     return response
 
 
@@ -137,7 +143,8 @@ def limit_param(params: dict[str, str], *, default: int = 20, maximum: int = 100
     text = params.get("limit")
     if text is None:
         return default
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= maximum:
+    # The length bound comes before int(), which refuses strings of more than 4300 digits.
+    if not (text.isascii() and text.isdigit()) or len(text) > 20 or not 1 <= int(text) <= maximum:
         raise InvalidArgument(f"limit: must be an integer from 1 to {maximum}", field="limit")
     return int(text)
 

@@ -7,9 +7,10 @@ operation exists, and real responses validate against the schemas below.
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from orbit_console.ledger.requests import (
+from orbit_console.lib.recovery_rules import (
     MAX_EVIDENCE_REF_CHARS,
     MAX_REASON_CHARS,
     MAX_TASK_TIMEOUT_MS,
@@ -288,6 +289,22 @@ def _write(summary: str, request: str, permission: str, ok: dict[str, Any]) -> d
 
 
 PATHS: dict[str, Any] = {
+    "/v1/openapi.json": {
+        "get": {
+            "summary": "This document (no credential needed)",
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "The OpenAPI 3.1 document",
+                    "content": {
+                        "application/json": {
+                            "schema": {"type": "object", "required": ["openapi", "info", "paths"]}
+                        }
+                    },
+                }
+            },
+        }
+    },
     "/v1/tasks": {
         "get": {
             "summary": "List tasks (summaries, newest first; never retry_of)",
@@ -369,6 +386,7 @@ DOCUMENT: dict[str, Any] = {
 }
 
 
+@csrf_exempt  # a token-less GET-only document: other methods answer 405, not a CSRF page
 @require_GET
 def openapi_document(request: HttpRequest) -> JsonResponse:
     """The document itself; its request id travels in the X-Request-Id header."""

@@ -1,0 +1,219 @@
+"""``OrbitClient``: GetTask, ListTasks, ListAttempts, ReviewTask, RetryTask,
+ListTaskOperations and GetTaskOperation over HTTP.
+
+The client is asynchronous (console views and consumers are async; management commands run
+it under ``asyncio``). It never invents idempotency keys and never retries on its own (C9):
+a timeout, a lost connection or a 5xx raises ``OutcomeUnknown`` and the caller decides. Every
+other non-success raises ``OrbitError`` with status, code, message, request id and
+``retry_after_ms``. Timeouts are explicit.
+"""
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from orbit_console.client.errors import OrbitError, OutcomeUnknown
+from orbit_console.client.types import (
+    Attempt,
+    Operation,
+    OperationDetail,
+    Page,
+    RetryReceipt,
+    RetryTaskRequest,
+    ReviewReceipt,
+    ReviewTaskRequest,
+    Task,
+    TaskSummary,
+)
+from orbit_console.lib import strictjson
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=30.0, pool=5.0)
+
+
+class OrbitClient:
+    """A client for one credential. Use as ``async with OrbitClient(...) as orbit:``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # --- Reads --------------------------------------------------------------------------------
+
+    async def get_task(self, task_id: str) -> Task:
+        data, _ = await self._call("GET", f"/v1/tasks/{_segment(task_id)}")
+        return Task.from_json(data)
+
+    async def list_tasks(
+        self,
+        *,
+        states: tuple[str, ...] = (),
+        queue_id: str | None = None,
+        handler: str | None = None,
+        business_key: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[TaskSummary]:
+        params = _params(
+            state=",".join(states) or None,
+            queue_id=queue_id,
+            handler=handler,
+            business_key=business_key,
+            limit=limit,
+            cursor=cursor,
+        )
+        data, _ = await self._call("GET", "/v1/tasks", params=params)
+        return _page(data, TaskSummary.from_json)
+
+    async def list_attempts(
+        self, task_id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Attempt]:
+        path = f"/v1/tasks/{_segment(task_id)}/attempts"
+        data, _ = await self._call("GET", path, params=_params(limit=limit, cursor=cursor))
+        return _page(data, Attempt.from_json)
+
+    async def list_task_operations(
+        self, task_id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Operation]:
+        path = f"/v1/tasks/{_segment(task_id)}/operations"
+        data, _ = await self._call("GET", path, params=_params(limit=limit, cursor=cursor))
+        return _page(data, Operation.from_json)
+
+    async def get_task_operation(self, task_id: str, audit_id: str) -> OperationDetail:
+        path = f"/v1/tasks/{_segment(task_id)}/operations/{_segment(audit_id)}"
+        data, _ = await self._call("GET", path)
+        return OperationDetail.from_json(data)
+
+    # --- Writes -------------------------------------------------------------------------------
+
+    async def review_task(
+        self, task_id: str, *, idempotency_key: str, body: ReviewTaskRequest | str
+    ) -> ReviewReceipt:
+        """RV. ``body`` may be the exact JSON text of an earlier attempt (a resend, C9)."""
+        data, response = await self._write(
+            f"/v1/tasks/{_segment(task_id)}:review", idempotency_key, body
+        )
+        return ReviewReceipt(
+            task=Task.from_json(data["task"]),
+            audit_id=data["audit_id"],
+            deduplicated=data["deduplicated"],
+            request_id=response.get("request_id"),
+        )
+
+    async def retry_task(
+        self, task_id: str, *, idempotency_key: str, body: RetryTaskRequest | str
+    ) -> RetryReceipt:
+        """RT. ``created`` tells a first success (201) from a replay (200)."""
+        data, response = await self._write(
+            f"/v1/tasks/{_segment(task_id)}:retry", idempotency_key, body
+        )
+        return RetryReceipt(
+            source_task_id=data["source_task_id"],
+            task=Task.from_json(data["task"]),
+            audit_id=data["audit_id"],
+            deduplicated=data["deduplicated"],
+            request_id=response.get("request_id"),
+            created=response["_status"] == 201,
+        )
+
+    async def _write(
+        self, path: str, idempotency_key: str, body: ReviewTaskRequest | RetryTaskRequest | str
+    ) -> tuple[Any, dict[str, Any]]:
+        if not idempotency_key:
+            raise ValueError("the caller must pass the idempotency key it stored (C9, I1)")
+        content = body if isinstance(body, str) else body.to_json()
+        headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key}
+        return await self._call("POST", path, content=content.encode(), headers=headers)
+
+    # --- Transport ----------------------------------------------------------------------------
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        try:
+            response = await self._http.request(
+                method, path, params=params, content=content, headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise OutcomeUnknown(f"no answer in time ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise OutcomeUnknown(f"connection failed ({type(exc).__name__})") from exc
+        document = _document(response)
+        request_id = document.get("request_id") if isinstance(document, dict) else None
+        if response.status_code >= 500:
+            error = document.get("error", {}) if isinstance(document, dict) else {}
+            raise OutcomeUnknown(
+                f"the server answered {response.status_code}",
+                status=response.status_code,
+                code=error.get("code") if isinstance(error, dict) else None,
+                request_id=request_id,
+            )
+        if not isinstance(document, dict):
+            raise OrbitError(response.status_code, "BAD_RESPONSE", "the answer is not JSON")
+        if response.status_code >= 300:
+            error = document.get("error") or {}
+            raise OrbitError(
+                status=response.status_code,
+                code=error.get("code", "UNKNOWN"),
+                message=error.get("message", ""),
+                request_id=request_id,
+                retry_after_ms=error.get("retry_after_ms"),
+                field=error.get("field"),
+            )
+        return document.get("data"), {"request_id": request_id, "_status": response.status_code}
+
+
+def _document(response: httpx.Response) -> Any:
+    """The answer parsed exactly (no float), or ``None`` when it is not JSON."""
+    try:
+        return strictjson.loads(strictjson.decode_text(response.content))
+    except strictjson.JSONError:
+        return None
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _params(**values: object) -> dict[str, str]:
+    return {name: str(value) for name, value in values.items() if value is not None}
+
+
+def _page[T](data: dict[str, Any], build: Callable[[dict[str, Any]], T]) -> Page[T]:
+    return Page(items=[build(item) for item in data["items"]], next_cursor=data.get("next_cursor"))

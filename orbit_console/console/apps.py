@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ConsoleConfig(AppConfig):
+    name = "orbit_console.console"
+    label = "console"
+    verbose_name = "Orbit Console: people, decisions and submissions"

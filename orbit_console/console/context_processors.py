@@ -1,0 +1,13 @@
+from django.http import HttpRequest
+from django.utils.translation import gettext as _
+
+ROLE_NAMES = {"operator": "Operator", "supervisor": "Supervisor", "auditor": "Auditor"}
+
+
+def person(request: HttpRequest) -> dict[str, object]:
+    """The signed-in person (set by ``console_view``) and their roles, for the page header."""
+    current = getattr(request, "person", None)
+    if current is None:
+        return {"person": None, "person_roles": ""}
+    roles = ", ".join(_(ROLE_NAMES[role]) for role in sorted(current.roles) if role in ROLE_NAMES)
+    return {"person": current, "person_roles": roles}

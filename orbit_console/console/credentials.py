@@ -1,0 +1,59 @@
+"""Giving people their Orbit credentials (``manage.py console user``, ``manage.py demo``).
+
+With the embedded recovery API the console mints a credential in the ledger with the permissions
+of the person's roles, acting as an administrator of the embedded ledger would. With an external
+Orbit, the token issued there is stored instead. Either way the token is encrypted at rest.
+"""
+
+from django.contrib.auth.models import User
+
+from orbit_console.console.models import OrbitCredential
+from orbit_console.console.people import role_permissions
+from orbit_console.lib.secretbox import seal, unseal
+
+
+def store_external_token(*, user: User, token: str, actor_id: str = "") -> OrbitCredential:
+    credential, _ = OrbitCredential.objects.update_or_create(
+        user=user,
+        defaults={
+            "token_ciphertext": seal(token),
+            "actor_id": actor_id,
+            "permissions": "",
+            "namespace_id": "",
+        },
+    )
+    return credential
+
+
+def mint_embedded(*, user: User, roles: frozenset[str], namespace_id: str) -> OrbitCredential:
+    """Issue a credential in the embedded ledger for the person's roles, revoking the one they
+    held before, and store it."""
+    from orbit_console.ledger.auth import hash_token
+    from orbit_console.ledger.lifecycle import credential_issue, credential_revoke
+    from orbit_console.ledger.models import RECOVERY_PERMISSIONS, Credential, Namespace
+
+    namespace = Namespace.objects.get(id=namespace_id)
+    previous = OrbitCredential.objects.filter(user=user).first()
+    if previous is not None:
+        old = Credential.objects.filter(
+            token_hash=hash_token(unseal(previous.token_ciphertext))
+        ).first()
+        if old is not None:
+            credential_revoke(credential=old)
+    permissions = sorted(role_permissions(roles))
+    issued, token = credential_issue(
+        namespace=namespace,
+        actor_name=user.get_username(),
+        permissions=permissions,
+        recovery_access=bool(set(permissions) & RECOVERY_PERMISSIONS),
+    )
+    credential, _ = OrbitCredential.objects.update_or_create(
+        user=user,
+        defaults={
+            "token_ciphertext": seal(token),
+            "actor_id": issued.actor_id,
+            "permissions": issued.permissions,
+            "namespace_id": namespace.id,
+        },
+    )
+    return credential

@@ -1,0 +1,271 @@
+"""The forms of the review and retry wizards and of the work queue's filters.
+
+Each field is checked with the recovery API's own limits (``lib.recovery_rules``) so that a
+mistake is explained inline, next to the field, before anything is sent.
+"""
+
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django import forms
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from orbit_console.lib import strictjson
+from orbit_console.lib.recovery_rules import (
+    MAX_EVIDENCE_REF_CHARS,
+    MAX_REASON_CHARS,
+    MAX_RESULT_BYTES,
+    MAX_TASK_TIMEOUT_MS,
+    RuleError,
+    check_evidence_ref,
+    check_reason,
+)
+from orbit_console.lib.rfc3339 import MAX_YEAR, MIN_YEAR
+
+TASK_STATES = ["NEEDS_REVIEW", "FAILED", "CANCELLED", "WAITING", "RUNNING", "SUCCEEDED"]
+
+
+class WorkQueueFilters(forms.Form):
+    state = forms.ChoiceField(
+        label=_("State"),
+        required=False,
+        choices=[("", _("Needs a person"))] + [(state, state) for state in TASK_STATES],
+    )
+    queue_id = forms.RegexField(
+        label=_("Queue id"),
+        required=False,
+        regex=r"^[0-9a-f]{32}$",
+        error_messages={"invalid": _("A queue id is 32 lowercase hexadecimal characters.")},
+    )
+    handler = forms.CharField(label=_("Handler"), required=False, max_length=200)
+    business_key = forms.CharField(label=_("Business key"), required=False, max_length=512)
+
+
+def _rule(check: Any, value: str) -> str:
+    try:
+        return check(value)
+    except RuleError as exc:
+        raise forms.ValidationError(str(exc)) from None
+
+
+class ReasonEvidenceMixin(forms.Form):
+    reason = forms.CharField(
+        label=_("Reason"),
+        widget=forms.Textarea(attrs={"rows": 3}),
+        strip=False,
+        max_length=MAX_REASON_CHARS,
+        help_text=_("Why this decision is right: 1 to 1024 characters, not blank."),
+    )
+    evidence_ref = forms.CharField(
+        label=_("Evidence reference"),
+        strip=False,
+        max_length=MAX_EVIDENCE_REF_CHARS,
+        help_text=_(
+            "A reference to the record that proves it, such as evidence:reconciliation-001: "
+            "no spaces, at most 512 characters, never a secret. Orbit stores the reference only."
+        ),
+    )
+
+    def clean_reason(self) -> str:
+        return _rule(check_reason, self.cleaned_data["reason"])
+
+    def clean_evidence_ref(self) -> str:
+        return _rule(check_evidence_ref, self.cleaned_data["evidence_ref"])
+
+
+class ReviewVerifyForm(forms.Form):
+    """Step 1: the evidence checklist of the seed."""
+
+    checked_history = forms.BooleanField(
+        label=_("I read the execution history: every attempt, its outcome and its error."),
+    )
+    checked_late_evidence = forms.BooleanField(
+        label=_("I looked for late evidence: reports that arrived after an attempt ended."),
+    )
+    checked_external = forms.BooleanField(
+        label=_("I checked the external systems and records this task acts on."),
+    )
+    checked_lease = forms.BooleanField(
+        label=_(
+            "I understand that an expired lease alone proves nothing: the platform cannot stop "
+            "a remote execution, nor prove that it had no effect."
+        ),
+    )
+
+
+class ReviewDecideForm(ReasonEvidenceMixin):
+    """Step 2: the outcome, the result, the reason and the evidence."""
+
+    outcome = forms.ChoiceField(
+        label=_("Outcome"),
+        choices=[
+            ("SUCCEEDED", _("SUCCEEDED: the work was done")),
+            ("FAILED", _("FAILED: it was not")),
+        ],
+        widget=forms.RadioSelect,
+    )
+    result = forms.CharField(
+        label=_("Result (JSON)"),
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        strip=False,
+        help_text=_(
+            "Any JSON value except null, at most 256 KiB, for example "
+            '{"confirmed": true}. Numbers are kept exactly as written.'
+        ),
+    )
+    field_order = ["outcome", "result", "reason", "evidence_ref"]
+
+    def clean_result(self) -> Any:
+        text = self.cleaned_data["result"].strip()
+        if len(text.encode()) > MAX_RESULT_BYTES:
+            raise forms.ValidationError(_("The result is larger than 256 KiB."))
+        try:
+            value = strictjson.loads(text)
+        except strictjson.JSONError as exc:
+            raise forms.ValidationError(
+                _("This is not valid JSON: %(why)s") % {"why": exc}
+            ) from None
+        if value is None:
+            raise forms.ValidationError(_("The result must not be null."))
+        return value
+
+
+class ReviewConfirmForm(forms.Form):
+    execution_settled = forms.BooleanField(
+        label=_(
+            "I confirm that every earlier execution of this task has ended and will have no "
+            "further effect (execution_settled)."
+        ),
+    )
+
+
+class RetryVerifyForm(forms.Form):
+    """Step 1: the eligibility checklist."""
+
+    checked_history = forms.BooleanField(
+        label=_("I read the execution history and the reason this task ended."),
+    )
+    checked_external = forms.BooleanField(
+        label=_("I checked that the earlier execution has ended and left nothing half done."),
+    )
+    checked_business_key = forms.BooleanField(
+        label=_(
+            "I understand that the new task keeps the same business key: the work it does must "
+            "be safe to do again, and its new id is not a business identity."
+        ),
+    )
+
+
+DURATION_UNITS = {"s": 1_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class RetryDecideForm(ReasonEvidenceMixin):
+    """Step 2: reason, evidence, the new task's budget and its optional start window."""
+
+    budget_value = forms.IntegerField(label=_("Task budget"), min_value=1)
+    budget_unit = forms.ChoiceField(
+        label=_("Unit"),
+        choices=[("s", _("seconds")), ("min", _("minutes")), ("h", _("hours")), ("d", _("days"))],
+        initial="min",
+    )
+    available_at = forms.DateTimeField(
+        label=_("Earliest start (your local time)"),
+        required=False,
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}),
+        help_text=_("Empty: as soon as possible."),
+    )
+    start_deadline_at = forms.DateTimeField(
+        label=_("Start deadline (your local time)"),
+        required=False,
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}),
+        help_text=_("Empty: no separate limit; the task must start before its budget runs out."),
+    )
+    field_order = [
+        "reason",
+        "evidence_ref",
+        "budget_value",
+        "budget_unit",
+        "available_at",
+        "start_deadline_at",
+    ]
+
+    def __init__(self, *args: Any, attempt_timeout_ms: int, zone: ZoneInfo, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.attempt_timeout_ms = attempt_timeout_ms
+        self.zone = zone
+        self.fields["budget_value"].help_text = _(
+            "The new task's whole time budget from acceptance, at most 30 days and at least the "
+            "attempt timeout (%(timeout)s s)."
+        ) % {"timeout": f"{attempt_timeout_ms / 1000:g}"}
+
+    def _local(self, name: str) -> datetime | None:
+        value = self.cleaned_data.get(name)
+        if value is None:
+            return None
+        # Django made it aware in the active time zone: that is the person's own.
+        value = timezone.make_naive(value) if timezone.is_aware(value) else value
+        aware = value.replace(tzinfo=self.zone)
+        if not MIN_YEAR <= aware.astimezone(ZoneInfo("UTC")).year <= MAX_YEAR:
+            raise forms.ValidationError({name: _("The year must be between 2000 and 9998.")})
+        return aware
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        value, unit = cleaned.get("budget_value"), cleaned.get("budget_unit")
+        if value is not None and unit in DURATION_UNITS:
+            budget_ms = value * DURATION_UNITS[unit]
+            if budget_ms > MAX_TASK_TIMEOUT_MS:
+                self.add_error("budget_value", _("The budget may be at most 30 days."))
+            elif budget_ms < self.attempt_timeout_ms:
+                self.add_error(
+                    "budget_value",
+                    _("The budget must be at least the attempt timeout (%(timeout)s s).")
+                    % {"timeout": f"{self.attempt_timeout_ms / 1000:g}"},
+                )
+            else:
+                cleaned["task_timeout_ms"] = budget_ms
+        try:
+            available_at = self._local("available_at")
+            start_deadline_at = self._local("start_deadline_at")
+        except forms.ValidationError as exc:
+            self.add_error(None, exc)
+            return cleaned
+        now = timezone.now()
+        budget = cleaned.get("task_timeout_ms")
+        deadline = now + timedelta(milliseconds=budget) if budget else None
+        if available_at is not None:
+            if available_at < now - timedelta(seconds=1):
+                self.add_error("available_at", _("The earliest start must not be in the past."))
+            elif deadline is not None and available_at >= deadline:
+                self.add_error(
+                    "available_at", _("The earliest start must be before the budget runs out.")
+                )
+        if start_deadline_at is not None:
+            if start_deadline_at <= now:
+                self.add_error("start_deadline_at", _("The start deadline must be in the future."))
+            elif available_at is not None and start_deadline_at < available_at:
+                self.add_error(
+                    "start_deadline_at",
+                    _("The start deadline must not be before the earliest start."),
+                )
+            elif deadline is not None and start_deadline_at > deadline:
+                self.add_error(
+                    "start_deadline_at",
+                    _("The start deadline must not be after the budget runs out."),
+                )
+        cleaned["available_at_utc"] = available_at
+        cleaned["start_deadline_at_utc"] = start_deadline_at
+        return cleaned
+
+
+class RetryConfirmForm(forms.Form):
+    safe_to_retry = forms.BooleanField(
+        label=_(
+            "I confirm that the earlier execution has ended and that running this task again "
+            "under the same business identity is safe (safe_to_retry)."
+        ),
+    )

@@ -1,0 +1,40 @@
+from collections.abc import Awaitable, Callable
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+TIMEZONE_COOKIE = "orbit_tz"
+
+
+def zone_of(request: HttpRequest) -> ZoneInfo:
+    """The person's time zone as their browser reported it (static/js/console.js), else UTC."""
+    name = request.COOKIES.get(TIMEZONE_COOKIE, "")
+    if name and len(name) < 64:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    return ZoneInfo("UTC")
+
+
+class TimezoneMiddleware:
+    """Show times in the person's local time zone (UTC on hover, see templatetags)."""
+
+    async_capable = True
+    sync_capable = False
+
+    def __init__(self, get_response: Callable[[HttpRequest], Awaitable[HttpResponse]]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    async def __call__(self, request: HttpRequest) -> HttpResponse:
+        zone = zone_of(request)
+        request.zone = zone  # type: ignore[attr-defined]
+        timezone.activate(zone)
+        try:
+            return await self.get_response(request)
+        finally:
+            timezone.deactivate()

@@ -1,0 +1,122 @@
+"""The console's own records: people's Orbit credentials, submissions and console events.
+
+The console never stores tasks: the recovery API is the source of truth for them.
+"""
+
+from django.conf import settings
+from django.db import models
+
+from orbit_console.lib.ids import new_id
+
+
+class OrbitCredential(models.Model):
+    """The Orbit credential a person acts with, so that the platform's ``actor_id`` names them
+    (AU6). The token is encrypted at rest (``lib.secretbox``) and never rendered or logged."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="orbit_credential"
+    )
+    token_ciphertext = models.TextField()
+    actor_id = models.CharField(max_length=64, blank=True)
+    # What the credential was issued with, when the console knows (minted by `console user`);
+    # empty for a token issued elsewhere. The recovery API has the last word either way.
+    permissions = models.CharField(max_length=200, blank=True)
+    namespace_id = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Orbit credential of {self.user}"
+
+
+class SubmissionAction(models.TextChoices):
+    REVIEW = "review", "Review"
+    RETRY = "retry", "Retry"
+
+
+class SubmissionState(models.TextChoices):
+    PENDING = "pending", "Stored, not yet sent"
+    UNKNOWN = "unknown", "Outcome unknown"
+    RETRY_LATER = "retry_later", "Not applied yet: try again later"
+    SUCCEEDED = "succeeded", "Applied"
+    REJECTED = "rejected", "Rejected"
+
+
+OPEN_STATES = (SubmissionState.PENDING, SubmissionState.UNKNOWN, SubmissionState.RETRY_LATER)
+
+
+class Submission(models.Model):
+    """One recovery decision and its request to the recovery API (C9, I1, I6).
+
+    The request — idempotency key, expected revision, exact JSON body, action, task and the
+    person whose credential sends it — is stored before the first send and never changed.
+    The outcome fields below it record what the API answered, until the outcome is definite.
+
+    ``decision_slot`` holds ``<task_id>@<revision>`` while the submission is open or applied:
+    its unique index lets only one decision be made per task revision, so a double click, two
+    tabs or two people deciding at once yield one submission. A definite rejection clears it.
+    """
+
+    id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
+    action = models.CharField(max_length=8, choices=SubmissionAction.choices)
+    task_id = models.CharField(max_length=64, db_index=True)
+    expected_revision = models.CharField(max_length=24)
+    idempotency_key = models.CharField(max_length=80, unique=True)
+    body = models.TextField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="submissions"
+    )
+    sent_as = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField()
+
+    decision_slot = models.CharField(max_length=100, null=True, blank=True, unique=True)
+    state = models.CharField(
+        max_length=16, choices=SubmissionState.choices, default=SubmissionState.PENDING
+    )
+    send_count = models.PositiveIntegerField(default=0)
+    last_sent_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    reconcile_deadline = models.DateTimeField()
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=40, blank=True)
+    error_message = models.TextField(blank=True)
+    api_request_id = models.CharField(max_length=64, blank=True)
+    audit_id = models.CharField(max_length=64, blank=True)
+    deduplicated = models.BooleanField(null=True, blank=True)
+    result_task_id = models.CharField(max_length=64, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["state", "next_attempt_at"], name="submission_backlog")]
+
+    def __str__(self) -> str:
+        return f"{self.action} of {self.task_id} @ {self.expected_revision}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
+
+
+class ConsoleEvent(models.Model):
+    """One entry of the console's append-only record: what people and the console did about a
+    task (a submission stored, sent, its outcome; later proposals and approvals). Shown in the
+    task's timeline beside the platform's own operation audit."""
+
+    id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
+    kind = models.CharField(max_length=40)
+    task_id = models.CharField(max_length=64)
+    submission = models.ForeignKey(
+        Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["task_id", "created_at", "id"], name="console_event_task")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.task_id}"

@@ -1,0 +1,82 @@
+"""People, their roles and what their Orbit credential lets them do.
+
+Roles are the groups ``operator``, ``supervisor`` and ``auditor`` (a person may hold several).
+Each role implies Orbit permissions (``CONSOLE_ROLE_PERMISSIONS``); the console offers an action
+only when the person's roles and credential allow it, and the recovery API still has the last
+word on every call.
+"""
+
+from dataclasses import dataclass
+
+import httpx
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
+
+from orbit_console.client import OrbitClient
+from orbit_console.console.models import OrbitCredential
+from orbit_console.lib.secretbox import unseal
+
+OPERATOR = "operator"
+SUPERVISOR = "supervisor"
+AUDITOR = "auditor"
+ROLES = (OPERATOR, SUPERVISOR, AUDITOR)
+
+
+class NoCredential(Exception):
+    """The person has no Orbit credential yet (``manage.py console user``)."""
+
+
+@dataclass(frozen=True)
+class Person:
+    user: User
+    roles: frozenset[str]
+    permissions: frozenset[str]
+    credential: OrbitCredential | None
+
+    @property
+    def name(self) -> str:
+        return self.user.get_username()
+
+    def can(self, permission: str) -> bool:
+        return permission in self.permissions
+
+    def has_role(self, role: str) -> bool:
+        return role in self.roles
+
+    @property
+    def read_only(self) -> bool:
+        """Auditors who hold no other role never change anything."""
+        return not self.roles & {OPERATOR, SUPERVISOR}
+
+
+def role_permissions(roles: frozenset[str]) -> frozenset[str]:
+    mapping: dict[str, list[str]] = settings.CONSOLE_ROLE_PERMISSIONS
+    return frozenset(permission for role in roles for permission in mapping.get(role, []))
+
+
+def load_person(user: User | AnonymousUser) -> Person | None:
+    """The signed-in person with roles and effective permissions (sync; one query each)."""
+    if not user.is_authenticated:
+        return None
+    assert isinstance(user, User)  # noqa: S101 -- the project uses Django's own user model
+    roles = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    credential = OrbitCredential.objects.filter(user=user).first()
+    permissions = role_permissions(roles)
+    if credential is not None and credential.permissions:
+        permissions &= frozenset(credential.permissions.split())
+    if credential is None:
+        permissions = frozenset()
+    return Person(user=user, roles=roles, permissions=permissions, credential=credential)
+
+
+def orbit_client(credential: OrbitCredential, *, base_url: str | None = None) -> OrbitClient:
+    """A client of the recovery API acting with this credential."""
+    timeout = httpx.Timeout(
+        connect=settings.ORBIT_API_CONNECT_TIMEOUT,
+        read=settings.ORBIT_API_TIMEOUT,
+        write=settings.ORBIT_API_TIMEOUT,
+        pool=settings.ORBIT_API_CONNECT_TIMEOUT,
+    )
+    return OrbitClient(
+        base_url or settings.ORBIT_API_URL, unseal(credential.token_ciphertext), timeout=timeout
+    )

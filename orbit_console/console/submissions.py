@@ -1,0 +1,329 @@
+"""Durable submissions: never lose or duplicate a recovery decision (C9, I1, I6).
+
+``submission_create`` stores the request — key, expected revision, exact body — before the first
+send, in the same transaction as its console event. ``submission_send`` posts exactly that
+request and records the answer:
+
+- a receipt (first or deduplicated) → ``succeeded``;
+- 429 → ``retry_later``, with the moment to try again;
+- a timeout, a lost connection or a 5xx → ``unknown``: the identical request is sent again, by
+  the person (the resend button) or by the reconciler, until a definite answer comes;
+- any other answer → ``rejected``, with what it means.
+
+The first definite answer wins: a late answer to an earlier send never overwrites it. Sends go
+out with the credential of ``sent_as`` (the person who decided, or the approving supervisor),
+so that the platform's audit names them whoever presses "resend".
+"""
+
+import logging
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from orbit_console.client import OrbitError, OutcomeUnknown, RetryReceipt, ReviewReceipt
+from orbit_console.console.models import (
+    OPEN_STATES,
+    ConsoleEvent,
+    OrbitCredential,
+    Submission,
+    SubmissionAction,
+    SubmissionState,
+)
+from orbit_console.console.people import orbit_client
+from orbit_console.lib.ids import new_id
+
+logger = logging.getLogger("orbit.console.submissions")
+
+
+@dataclass(frozen=True)
+class Created:
+    submission: Submission
+    created: bool  # False: this decision had already been submitted (double click, two tabs)
+
+
+def decision_slot(task_id: str, revision: str) -> str:
+    return f"{task_id}@{revision}"
+
+
+def submission_create(
+    *,
+    action: str,
+    task_id: str,
+    expected_revision: str,
+    body: str,
+    created_by: User,
+    sent_as: User | None = None,
+    note: str = "",
+) -> Created:
+    """Store a decision before it is sent. One decision per task revision: a second one for
+    the same revision returns the first instead (``created=False``)."""
+    now = timezone.now()
+    submission_id = new_id()
+    slot = decision_slot(task_id, expected_revision)
+    try:
+        with transaction.atomic():
+            submission = Submission.objects.create(
+                id=submission_id,
+                action=action,
+                task_id=task_id,
+                expected_revision=expected_revision,
+                idempotency_key=f"orbit-console-{submission_id}",
+                body=body,
+                created_by=created_by,
+                sent_as=sent_as or created_by,
+                created_at=now,
+                decision_slot=slot,
+                next_attempt_at=now + timedelta(seconds=settings.CONSOLE_PENDING_GRACE_SECONDS),
+                reconcile_deadline=now + timedelta(hours=settings.CONSOLE_RECONCILE_DEADLINE_HOURS),
+            )
+            record_event(
+                "submission.stored", submission=submission, actor=created_by, note=note, now=now
+            )
+    except IntegrityError:
+        existing = Submission.objects.filter(decision_slot=slot).first()
+        if existing is None:  # the other one was rejected meanwhile: its slot is free again
+            raise
+        return Created(existing, created=False)
+    return Created(submission, created=True)
+
+
+def record_event(
+    kind: str,
+    *,
+    submission: Submission,
+    actor: User | None,
+    note: str = "",
+    now: datetime | None = None,
+) -> ConsoleEvent:
+    return ConsoleEvent.objects.create(
+        kind=kind,
+        task_id=submission.task_id,
+        submission=submission,
+        actor=actor,
+        note=note,
+        created_at=now or timezone.now(),
+    )
+
+
+# --- Sending ----------------------------------------------------------------------------------
+
+
+async def submission_send(submission: Submission, *, actor: User | None) -> Submission:
+    """Send the stored request (again) and record what came back. ``actor`` is who pressed the
+    button, ``None`` for the reconciler. Returns the submission as it now stands."""
+    credential = await OrbitCredential.objects.filter(user_id=submission.sent_as_id).afirst()
+    if credential is None:
+        await sync_to_async(_resolve)(
+            submission.id,
+            SubmissionState.REJECTED,
+            "submission.rejected",
+            actor=actor,
+            error_code="NO_CREDENTIAL",
+            error_message="the sender has no Orbit credential any more",
+        )
+        return await Submission.objects.aget(id=submission.id)
+    await sync_to_async(_mark_sent)(submission.id, actor)
+    try:
+        async with orbit_client(credential) as orbit:
+            receipt = await _post(orbit, submission)
+    except OutcomeUnknown as unknown:
+        await sync_to_async(_record_unknown)(submission.id, unknown, actor)
+    except OrbitError as error:
+        await sync_to_async(_record_error)(submission.id, error, actor)
+    else:
+        await sync_to_async(_record_receipt)(submission.id, receipt, actor)
+    return await Submission.objects.aget(id=submission.id)
+
+
+async def _post(orbit, submission: Submission) -> ReviewReceipt | RetryReceipt:  # type: ignore[no-untyped-def]
+    if submission.action == SubmissionAction.REVIEW:
+        return await orbit.review_task(
+            submission.task_id, idempotency_key=submission.idempotency_key, body=submission.body
+        )
+    return await orbit.retry_task(
+        submission.task_id, idempotency_key=submission.idempotency_key, body=submission.body
+    )
+
+
+def _mark_sent(submission_id: str, actor: User | None) -> None:
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(id=submission_id)
+        now = timezone.now()
+        first = submission.send_count == 0
+        submission.send_count += 1
+        submission.last_sent_at = now
+        submission.save(update_fields=["send_count", "last_sent_at"])
+        kind = "submission.sent" if first else "submission.resent"
+        note = "" if actor is not None or first else "sent again by the reconciler"
+        record_event(kind, submission=submission, actor=actor, note=note, now=now)
+
+
+def _record_receipt(
+    submission_id: str, receipt: ReviewReceipt | RetryReceipt, actor: User | None
+) -> None:
+    retry = isinstance(receipt, RetryReceipt)
+    note = f"audit {receipt.audit_id}" + (" (deduplicated)" if receipt.deduplicated else "")
+    _resolve(
+        submission_id,
+        SubmissionState.SUCCEEDED,
+        "submission.receipt",
+        actor=actor,
+        note=note,
+        http_status=201 if isinstance(receipt, RetryReceipt) and receipt.created else 200,
+        audit_id=receipt.audit_id,
+        deduplicated=receipt.deduplicated,
+        result_task_id=receipt.task.id if retry else "",
+        api_request_id=receipt.request_id or "",
+    )
+
+
+def _record_error(submission_id: str, error: OrbitError, actor: User | None) -> None:
+    if error.status == 429:
+        delay_ms = error.retry_after_ms or 1000
+        _reschedule(
+            submission_id,
+            SubmissionState.RETRY_LATER,
+            "submission.retry_later",
+            actor=actor,
+            after=timedelta(milliseconds=delay_ms),
+            note=f"{error.code}: try again in {delay_ms} ms",
+            http_status=429,
+            error_code=error.code,
+            error_message=error.message,
+            api_request_id=error.request_id or "",
+        )
+        return
+    _resolve(
+        submission_id,
+        SubmissionState.REJECTED,
+        "submission.rejected",
+        actor=actor,
+        note=f"{error.status} {error.code}: {error.message}",
+        http_status=error.status,
+        error_code=error.code,
+        error_message=error.message,
+        api_request_id=error.request_id or "",
+    )
+
+
+def _record_unknown(submission_id: str, unknown: OutcomeUnknown, actor: User | None) -> None:
+    submission = Submission.objects.get(id=submission_id)
+    _reschedule(
+        submission_id,
+        SubmissionState.UNKNOWN,
+        "submission.outcome_unknown",
+        actor=actor,
+        after=backoff(submission.send_count),
+        note=unknown.reason,
+        http_status=unknown.status,
+        error_code=unknown.code or "",
+        error_message=unknown.reason,
+        api_request_id=unknown.request_id or "",
+    )
+
+
+def backoff(send_count: int) -> timedelta:
+    """Bounded exponential backoff with jitter for the reconciler."""
+    base, cap = settings.CONSOLE_RECONCILE_BACKOFF_SECONDS
+    delay = min(cap, base * 2 ** max(0, send_count - 1))
+    return timedelta(seconds=delay * (0.5 + random.random() / 2))  # noqa: S311 -- jitter
+
+
+def _reschedule(
+    submission_id: str,
+    state: str,
+    kind: str,
+    *,
+    actor: User | None,
+    after: timedelta,
+    note: str,
+    **fields: object,
+) -> None:
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(id=submission_id)
+        if not submission.is_open:
+            return  # a definite answer arrived first; it stands
+        now = timezone.now()
+        submission.state = state
+        submission.next_attempt_at = now + after
+        for name, value in fields.items():
+            setattr(submission, name, value)
+        submission.save()
+        record_event(kind, submission=submission, actor=actor, note=note, now=now)
+
+
+def _resolve(
+    submission_id: str,
+    state: str,
+    kind: str,
+    *,
+    actor: User | None,
+    note: str = "",
+    **fields: object,
+) -> None:
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(id=submission_id)
+        if not submission.is_open:
+            return
+        now = timezone.now()
+        submission.state = state
+        submission.resolved_at = now
+        submission.next_attempt_at = None
+        if state == SubmissionState.REJECTED:
+            submission.decision_slot = None  # a new decision may be made for this revision
+        for name, value in fields.items():
+            setattr(submission, name, value)
+        submission.save()
+        record_event(kind, submission=submission, actor=actor, note=note, now=now)
+
+
+# --- Reconciling ------------------------------------------------------------------------------
+
+
+def due_submissions(now: datetime, *, limit: int = 50) -> list[Submission]:
+    """Open submissions whose next attempt is due and whose deadline has not passed."""
+    return list(
+        Submission.objects.filter(
+            state__in=OPEN_STATES, next_attempt_at__lte=now, reconcile_deadline__gt=now
+        ).order_by("next_attempt_at")[:limit]
+    )
+
+
+def abandon_overdue(now: datetime) -> int:
+    """Stop resending submissions past their deadline; they stay open for a person to decide."""
+    overdue = list(
+        Submission.objects.filter(
+            state__in=OPEN_STATES, next_attempt_at__isnull=False, reconcile_deadline__lte=now
+        )
+    )
+    for submission in overdue:
+        with transaction.atomic():
+            updated = Submission.objects.filter(id=submission.id, next_attempt_at__isnull=False)
+            if updated.update(next_attempt_at=None):
+                record_event(
+                    "submission.reconcile_stopped",
+                    submission=submission,
+                    actor=None,
+                    note="the reconciler's deadline passed; a person must resend or check",
+                    now=now,
+                )
+    return len(overdue)
+
+
+async def reconcile_once(*, now: datetime | None = None) -> int:
+    """One pass of the reconciler: resend every due submission once. Returns how many."""
+    now = now or timezone.now()
+    await sync_to_async(abandon_overdue)(now)
+    due = await sync_to_async(due_submissions)(now)
+    for submission in due:
+        try:
+            await submission_send(submission, actor=None)
+        except Exception:
+            logger.exception("reconciling submission %s failed", submission.id)
+    return len(due)

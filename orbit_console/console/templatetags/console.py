@@ -1,0 +1,48 @@
+"""Template helpers of the console: times, exact JSON, ids."""
+
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
+
+from orbit_console.lib import strictjson
+from orbit_console.lib.rfc3339 import format_utc
+
+register = template.Library()
+
+
+@register.simple_tag
+def when(value: datetime | None) -> str:
+    """A time in the person's local time zone, with the exact UTC time on hover."""
+    if value is None:
+        return format_html('<span class="muted">{}</span>', "—")
+    utc = format_utc(value)
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        utc,
+        utc.replace("T", " ").replace("Z", " UTC"),
+        date_format(timezone.localtime(value), "Y-m-d H:i:s T"),
+    )
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """An exact JSON value (ints, Decimals) pretty-printed; numbers are never rounded."""
+    return strictjson.dumps(value, indent=2)
+
+
+@register.filter
+def short_id(value: str | None) -> str:
+    return (value or "")[:8]
+
+
+@register.filter
+def reindent_json(text: str) -> str:
+    """Stored JSON text, pretty-printed exactly."""
+    try:
+        return strictjson.dumps(strictjson.loads(text), indent=2)
+    except strictjson.JSONError:
+        return text

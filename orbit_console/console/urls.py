@@ -1,0 +1,18 @@
+from django.urls import path
+
+from orbit_console.console.views import queue, submissions, tasks, wizards
+
+app_name = "console"
+
+urlpatterns = [
+    path("", queue.work_queue, name="work_queue"),
+    path("tasks/<str:task_id>", tasks.task_detail, name="task"),
+    path("tasks/<str:task_id>/review", wizards.review_wizard, name="review"),
+    path("tasks/<str:task_id>/retry", wizards.retry_wizard, name="retry"),
+    path("submissions/<str:submission_id>", submissions.submission_detail, name="submission"),
+    path(
+        "submissions/<str:submission_id>/resend",
+        submissions.submission_resend,
+        name="submission_resend",
+    ),
+]

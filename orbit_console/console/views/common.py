@@ -1,0 +1,87 @@
+"""What every console view needs: the person, a client acting as them, and rendering that
+is safe to call from async views."""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown
+from orbit_console.console.people import Person, load_person, orbit_client
+
+AsyncView = Callable[..., Any]  # async views; django-stubs types views as sync only
+
+
+class ConsoleRequest(HttpRequest):
+    person: Person
+
+
+def console_view(view: AsyncView) -> AsyncView:
+    """Sign-in required; ``request.person`` is loaded once, ``request.user`` resolved so that
+    templates never touch the database lazily from the event loop."""
+
+    @login_required
+    @wraps(view)
+    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        user = await request.auser()
+        request.user = user
+        person = await sync_to_async(load_person)(user)
+        if person is None:  # pragma: no cover - login_required let an anonymous user through
+            raise PermissionDenied
+        request.person = person  # type: ignore[attr-defined]
+        try:
+            return await view(request, *args, **kwargs)
+        except NoCredentialError:
+            return await arender(
+                request, "console/api_problem.html", {"problem": "credential"}, status=403
+            )
+        except OrbitError as error:
+            status = {404: 404, 401: 403, 403: 403}.get(error.status, 502)
+            context = {"problem": "error", "error": error}
+            return await arender(request, "console/api_problem.html", context, status=status)
+        except OutcomeUnknown as unknown:
+            context = {"problem": "unavailable", "unknown": unknown}
+            return await arender(request, "console/api_problem.html", context, status=503)
+
+    return wrapper
+
+
+def requires_role(*roles: str) -> Callable[[AsyncView], AsyncView]:
+    """Refuse (403) people who hold none of ``roles``: checked on the server for every request,
+    whatever the page showed."""
+
+    def decorate(view: AsyncView) -> AsyncView:
+        @wraps(view)
+        async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            person: Person = request.person  # type: ignore[attr-defined]
+            if not person.roles & set(roles):
+                raise PermissionDenied
+            return await view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+async def arender(
+    request: HttpRequest, template: str, context: dict[str, Any], *, status: int = 200
+) -> HttpResponse:
+    """``render`` from an async view: templates read the session (messages, CSRF) and may touch
+    the database, which Django only allows from sync code."""
+    return await sync_to_async(render)(request, template, context, status=status)
+
+
+def client(request: HttpRequest) -> OrbitClient:
+    person: Person = request.person  # type: ignore[attr-defined]
+    if person.credential is None:
+        raise NoCredentialError
+    return orbit_client(person.credential)
+
+
+class NoCredentialError(Exception):
+    pass

@@ -1,0 +1,95 @@
+"""The work queue: tasks that need a person, NEEDS_REVIEW first, then FAILED and CANCELLED."""
+
+import asyncio
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
+
+from orbit_console.client import Page, TaskSummary
+from orbit_console.console.forms import WorkQueueFilters
+from orbit_console.console.models import OPEN_STATES, Submission
+from orbit_console.console.views.common import arender, client, console_view
+
+PAGE_SIZE = 25
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    states: tuple[str, ...]
+    page: Page[TaskSummary]
+    cursor: str | None
+    first_url: str
+    next_url: str | None
+
+
+def _page_url(request: HttpRequest, key: str | None = None, cursor: str | None = None) -> str:
+    """This page's URL with the same filters, at the first page of every section, or at
+    ``cursor`` in section ``key``."""
+    query = request.GET.copy()
+    for name in list(query):
+        if name.startswith("cursor_"):
+            del query[name]
+    if key is not None and cursor is not None:
+        query[f"cursor_{key}"] = cursor
+    return f"{request.path}?{query.urlencode()}" if query else request.path
+
+
+@require_GET
+@console_view
+async def work_queue(request: HttpRequest) -> HttpResponse:
+    filters = WorkQueueFilters(request.GET or None)
+    values = filters.cleaned_data if filters.is_valid() else {}
+    layout: list[tuple[str, str, tuple[str, ...]]]
+    if values.get("state"):
+        layout = [("list", values["state"], (values["state"],))]
+    else:
+        layout = [
+            ("review", _("Needs review"), ("NEEDS_REVIEW",)),
+            ("terminal", _("Failed or cancelled"), ("FAILED", "CANCELLED")),
+        ]
+    async with client(request) as orbit:
+        pages = await asyncio.gather(
+            *(
+                orbit.list_tasks(
+                    states=states,
+                    queue_id=values.get("queue_id") or None,
+                    handler=values.get("handler") or None,
+                    business_key=values.get("business_key") or None,
+                    limit=PAGE_SIZE,
+                    cursor=request.GET.get(f"cursor_{key}") or None,
+                )
+                for key, _title, states in layout
+            )
+        )
+    sections = [
+        Section(
+            key=key,
+            title=title,
+            states=states,
+            page=page,
+            cursor=request.GET.get(f"cursor_{key}"),
+            first_url=_page_url(request),
+            next_url=_page_url(request, key, page.next_cursor) if page.next_cursor else None,
+        )
+        for (key, title, states), page in zip(layout, pages, strict=True)
+    ]
+    context = {
+        "filters": filters,
+        "sections": sections,
+        "open_submissions": await sync_to_async(_open_submissions)(request),
+    }
+    template = "console/work_queue.html#results" if request.htmx else "console/work_queue.html"  # type: ignore[attr-defined]
+    return await arender(request, template, context)
+
+
+def _open_submissions(request: HttpRequest) -> list[Submission]:
+    return list(
+        Submission.objects.filter(sent_as_id=request.user.pk, state__in=OPEN_STATES).order_by(
+            "-created_at"
+        )[:20]
+    )

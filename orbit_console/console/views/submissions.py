@@ -1,0 +1,71 @@
+"""A submission's page — the receipt, or what happened and what to do next — and the resend."""
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from orbit_console.client import OrbitError, OutcomeUnknown, Task
+from orbit_console.console.models import ConsoleEvent, Submission, SubmissionState
+from orbit_console.console.people import Person
+from orbit_console.console.submissions import submission_send
+from orbit_console.console.views.common import arender, client, console_view
+from orbit_console.lib.ids import is_id
+
+
+def _load(submission_id: str) -> tuple[Submission, list[ConsoleEvent]]:
+    if not is_id(submission_id):
+        raise Http404("no such submission")
+    submission = (
+        Submission.objects.select_related("created_by", "sent_as").filter(id=submission_id).first()
+    )
+    if submission is None:
+        raise Http404("no such submission")
+    events = list(submission.events.select_related("actor").order_by("created_at", "id"))
+    return submission, events
+
+
+@require_GET
+@console_view
+async def submission_detail(request: HttpRequest, submission_id: str) -> HttpResponse:
+    submission, events = await sync_to_async(_load)(submission_id)
+    person: Person = request.person  # type: ignore[attr-defined]
+    current: Task | None = None
+    current_error: str | None = None
+    if submission.state != SubmissionState.SUCCEEDED or submission.error_code:
+        # Beside a conflict or an unknown outcome, show the task as it is now.
+        try:
+            async with client(request) as orbit:
+                current = await orbit.get_task(submission.task_id)
+        except (OrbitError, OutcomeUnknown) as exc:
+            current_error = str(exc)
+    context = {
+        "submission": submission,
+        "events": events,
+        "current": current,
+        "current_error": current_error,
+        "can_resend": _can_resend(person, submission),
+    }
+    return await arender(request, "console/submission.html", context)
+
+
+def _can_resend(person: Person, submission: Submission) -> bool:
+    return submission.is_open and not person.read_only and submission.sent_as_id == person.user.pk
+
+
+@require_POST
+@console_view
+async def submission_resend(request: HttpRequest, submission_id: str) -> HttpResponse:
+    """Send the identical stored request again (same key, same body, C9)."""
+    submission, _events = await sync_to_async(_load)(submission_id)
+    person: Person = request.person  # type: ignore[attr-defined]
+    if person.read_only or submission.sent_as_id != person.user.pk:
+        raise PermissionDenied
+    if submission.is_open:
+        await submission_send(submission, actor=request.user)  # type: ignore[arg-type]
+    else:
+        messages.info(request, _("This submission already has a definite answer."))
+    return HttpResponseRedirect(reverse("console:submission", args=[submission.id]), status=303)

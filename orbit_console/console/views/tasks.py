@@ -1,0 +1,59 @@
+"""The task page: every field, the attempts, the retry chain, and which recoveries are possible."""
+
+import asyncio
+
+from asgiref.sync import sync_to_async
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from orbit_console.client import Page
+from orbit_console.client.types import Attempt, Operation
+from orbit_console.console.availability import retry_availability, review_availability
+from orbit_console.console.models import Submission
+from orbit_console.console.people import Person
+from orbit_console.console.views.common import arender, client, console_view
+from orbit_console.lib.ids import is_id
+
+
+def task_id_or_404(task_id: str) -> str:
+    if not is_id(task_id):
+        raise Http404("not a task id")
+    return task_id
+
+
+@require_GET
+@console_view
+async def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
+    task_id = task_id_or_404(task_id)
+    person: Person = request.person  # type: ignore[attr-defined]
+    can_audit = person.can("tasks:audit:read")
+    async with client(request) as orbit:
+        task = await orbit.get_task(task_id)
+        attempts: Page[Attempt]
+        attempts, operations = await asyncio.gather(
+            orbit.list_attempts(task_id, limit=50),
+            orbit.list_task_operations(task_id, limit=20) if can_audit else _no_operations(),
+        )
+    submissions = await sync_to_async(_submissions_of)(task_id)
+    context = {
+        "task": task,
+        "attempts": attempts,
+        "operations": operations,
+        "can_audit": can_audit,
+        "actions": [review_availability(task, person), retry_availability(task, person)],
+        "submissions": submissions,
+        "read_only": person.read_only,
+    }
+    return await arender(request, "console/task_detail.html", context)
+
+
+async def _no_operations() -> Page[Operation] | None:
+    return None
+
+
+def _submissions_of(task_id: str) -> list[Submission]:
+    return list(
+        Submission.objects.filter(task_id=task_id)
+        .select_related("created_by", "sent_as")
+        .order_by("-created_at")[:20]
+    )

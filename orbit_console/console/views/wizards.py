@@ -1,0 +1,256 @@
+"""The review and retry wizards: verify → decide → confirm, then a durable submission.
+
+Both wizards share one engine. The first page pins the task's revision in a signed hidden field;
+every later page carries what was typed so far (hidden for the other steps), re-reads the task
+to show its present state, and validates everything up to the current step, so that an error
+is shown inline and nothing typed is lost. The final step stores the exact request body as a
+submission before sending it.
+"""
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django import forms
+from django.contrib import messages
+from django.core import signing
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_http_methods
+
+from orbit_console.client import RetryTaskRequest, ReviewTaskRequest, Task
+from orbit_console.console import forms as wizard_forms
+from orbit_console.console.availability import (
+    Availability,
+    retry_availability,
+    review_availability,
+)
+from orbit_console.console.people import Person
+from orbit_console.console.submissions import submission_create, submission_send
+from orbit_console.console.views.common import arender, client, console_view
+from orbit_console.console.views.tasks import task_id_or_404
+
+_PIN_SALT = "orbit.console.wizard.pin"
+_CONTROL_FIELDS = {"csrfmiddlewaretoken", "pin", "step", "nav"}
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    title: Any
+    form: type[forms.Form]
+
+
+@dataclass(frozen=True)
+class Wizard:
+    action: str
+    permission: str
+    title: Any
+    steps: tuple[Step, ...]
+    availability: Callable[[Task, Person], Availability]
+    build_body: Callable[[str, dict[str, Any]], str]
+    form_kwargs: Callable[[HttpRequest, Task, str], dict[str, Any]]
+
+
+def _review_body(revision: str, data: dict[str, Any]) -> str:
+    return ReviewTaskRequest(
+        expected_revision=revision,
+        reason=data["reason"],
+        evidence_ref=data["evidence_ref"],
+        outcome=data["outcome"],
+        result=data["result"],
+    ).to_json(indent=2)
+
+
+def _retry_body(revision: str, data: dict[str, Any]) -> str:
+    return RetryTaskRequest(
+        expected_revision=revision,
+        reason=data["reason"],
+        evidence_ref=data["evidence_ref"],
+        task_timeout_ms=data["task_timeout_ms"],
+        available_at=data.get("available_at_utc"),
+        start_deadline_at=data.get("start_deadline_at_utc"),
+    ).to_json(indent=2)
+
+
+def _no_kwargs(request: HttpRequest, task: Task, step: str) -> dict[str, Any]:
+    return {}
+
+
+def _retry_kwargs(request: HttpRequest, task: Task, step: str) -> dict[str, Any]:
+    if step != "decide":
+        return {}
+    timeout = task.retry.attempt_timeout_ms if task.retry else 1
+    return {"attempt_timeout_ms": timeout, "zone": request.zone}  # type: ignore[attr-defined]
+
+
+REVIEW = Wizard(
+    action="review",
+    permission="tasks:review",
+    title=gettext_lazy("Review"),
+    steps=(
+        Step("verify", gettext_lazy("Verify"), wizard_forms.ReviewVerifyForm),
+        Step("decide", gettext_lazy("Decide"), wizard_forms.ReviewDecideForm),
+        Step("confirm", gettext_lazy("Confirm"), wizard_forms.ReviewConfirmForm),
+    ),
+    availability=review_availability,
+    build_body=_review_body,
+    form_kwargs=_no_kwargs,
+)
+
+RETRY = Wizard(
+    action="retry",
+    permission="tasks:retry",
+    title=gettext_lazy("Retry"),
+    steps=(
+        Step("verify", gettext_lazy("Verify"), wizard_forms.RetryVerifyForm),
+        Step("decide", gettext_lazy("Decide"), wizard_forms.RetryDecideForm),
+        Step("confirm", gettext_lazy("Confirm"), wizard_forms.RetryConfirmForm),
+    ),
+    availability=retry_availability,
+    build_body=_retry_body,
+    form_kwargs=_retry_kwargs,
+)
+
+
+@require_http_methods(["GET", "POST"])
+@console_view
+async def review_wizard(request: HttpRequest, task_id: str) -> HttpResponse:
+    return await _run(request, task_id, REVIEW)
+
+
+@require_http_methods(["GET", "POST"])
+@console_view
+async def retry_wizard(request: HttpRequest, task_id: str) -> HttpResponse:
+    return await _run(request, task_id, RETRY)
+
+
+async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpResponse:
+    task_id = task_id_or_404(task_id)
+    person: Person = request.person  # type: ignore[attr-defined]
+    if person.read_only or not person.can(wizard.permission):
+        raise PermissionDenied
+    async with client(request) as orbit:
+        task, attempts = await asyncio.gather(
+            orbit.get_task(task_id), orbit.list_attempts(task_id, limit=50)
+        )
+    request.wizard_attempts = attempts  # type: ignore[attr-defined]
+    availability = wizard.availability(task, person)
+
+    if request.method == "GET":
+        if not availability.allowed:
+            context = {"wizard": wizard, "task": task, "availability": availability}
+            return await arender(request, "console/wizard_unavailable.html", context, status=409)
+        pin = signing.dumps([wizard.action, task.id, task.revision], salt=_PIN_SALT)
+        return await _render(request, wizard, task, pin, step_index=0, data=None)
+
+    pinned = _read_pin(request.POST.get("pin", ""), wizard, task.id)
+    if pinned is None:
+        messages.warning(request, _("The wizard's page was out of date; it has started again."))
+        return HttpResponseRedirect(request.path)
+    names = [step.name for step in wizard.steps]
+    step_name = request.POST.get("step", "")
+    index = names.index(step_name) if step_name in names else 0
+    pin = request.POST["pin"]
+    if request.POST.get("nav") == "back":
+        return await _render(request, wizard, task, pin, step_index=max(0, index - 1), data=None)
+
+    cleaned: dict[str, Any] = {}
+    for position, step in enumerate(wizard.steps[: index + 1]):
+        form = step.form(request.POST, **wizard.form_kwargs(request, task, step.name))
+        if not form.is_valid():
+            return await _render(
+                request, wizard, task, pin, step_index=position, data=form, cleaned=cleaned
+            )
+        cleaned.update(form.cleaned_data)
+    if index + 1 < len(wizard.steps):
+        return await _render(
+            request, wizard, task, pin, step_index=index + 1, data=None, cleaned=cleaned
+        )
+
+    body = wizard.build_body(pinned, cleaned)
+    outcome = await sync_to_async(submission_create)(
+        action=wizard.action,
+        task_id=task.id,
+        expected_revision=pinned,
+        body=body,
+        created_by=request.user,  # type: ignore[arg-type]
+    )
+    submission = outcome.submission
+    if outcome.created:
+        await submission_send(submission, actor=request.user)  # type: ignore[arg-type]
+    else:
+        messages.info(
+            request,
+            _("A decision for this task at revision %(revision)s had already been submitted.")
+            % {"revision": pinned},
+        )
+    return HttpResponseRedirect(reverse("console:submission", args=[submission.id]), status=303)
+
+
+def _read_pin(pin: str, wizard: Wizard, task_id: str) -> str | None:
+    try:
+        action, pinned_task, revision = signing.loads(pin, salt=_PIN_SALT)
+    except (signing.BadSignature, ValueError, TypeError):
+        return None
+    if action != wizard.action or pinned_task != task_id:
+        return None
+    return revision
+
+
+async def _render(
+    request: HttpRequest,
+    wizard: Wizard,
+    task: Task,
+    pin: str,
+    *,
+    step_index: int,
+    data: forms.Form | None,
+    cleaned: dict[str, Any] | None = None,
+) -> HttpResponse:
+    """Show one step. ``data`` is the bound form of this step when it has errors; otherwise the
+    step's form starts from what was typed earlier (kept in the POST data)."""
+    step = wizard.steps[step_index]
+    kwargs = wizard.form_kwargs(request, task, step.name)
+    posted = request.POST if request.method == "POST" else {}
+    form = data or step.form(initial=_initial(step.form, posted), **kwargs)
+    own = set(form.fields)
+    carry = [
+        (name, value)
+        for name in posted
+        if name not in own and name not in _CONTROL_FIELDS
+        for value in posted.getlist(name)  # type: ignore[attr-defined]
+    ]
+    _action, _task, revision = signing.loads(pin, salt=_PIN_SALT)
+    context = {
+        "wizard": wizard,
+        "task": task,
+        "pin": pin,
+        "pinned_revision": revision,
+        "moved": revision != task.revision,
+        "steps": wizard.steps,
+        "step": step,
+        "step_index": step_index,
+        "form": form,
+        "carry": carry,
+        "availability": wizard.availability(task, request.person),  # type: ignore[attr-defined]
+        "body": wizard.build_body(revision, cleaned)
+        if cleaned and step.name == "confirm"
+        else None,
+        "attempts": request.wizard_attempts,  # type: ignore[attr-defined]
+    }
+    status = 400 if data is not None else 200
+    return await arender(request, "console/wizard.html", context, status=status)
+
+
+def _initial(form_class: type[forms.Form], posted: Any) -> dict[str, Any]:
+    initial: dict[str, Any] = {}
+    for name, field in form_class.base_fields.items():
+        if name in posted:
+            initial[name] = True if isinstance(field, forms.BooleanField) else posted.get(name)
+    return initial

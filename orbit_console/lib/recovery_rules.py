@@ -1,0 +1,60 @@
+"""The static rules of the recovery API's text fields (C5, C10, O5, O6).
+
+Shared by the ledger, which enforces them, and the console, which explains them inline before
+anything is sent. Each check returns the text it accepts or raises ``RuleError`` with a message
+a person can act on.
+"""
+
+import unicodedata
+
+MAX_REASON_CHARS = 1024  # C10
+MAX_EVIDENCE_REF_CHARS = 512  # C10
+MAX_RESULT_BYTES = 256 * 1024  # RV3, O5
+MAX_TASK_TIMEOUT_MS = 2_592_000_000  # RT2: 30 days
+MAX_REVISION = 2**64 - 1  # O5
+
+
+class RuleError(ValueError):
+    pass
+
+
+def check_revision(text: str) -> int:
+    """C5: a non-zero decimal string without sign, padding or leading zeros."""
+    if not text or not text.isascii() or not text.isdigit() or text[0] == "0":
+        raise RuleError('must be a non-zero decimal string such as "4"')
+    # Checked before int(): Python refuses to convert strings of more than 4300 digits.
+    if len(text) > len(str(MAX_REVISION)):
+        raise RuleError("is beyond the unsigned 64-bit range")
+    number = int(text)
+    if number > MAX_REVISION:
+        raise RuleError("is beyond the unsigned 64-bit range")
+    return number
+
+
+def check_reason(text: str) -> str:
+    """C10, O6: 1-1024 code points, not all whitespace, no NUL."""
+    if not 1 <= len(text) <= MAX_REASON_CHARS:
+        raise RuleError(f"must be 1 to {MAX_REASON_CHARS} characters")
+    if text.isspace():
+        raise RuleError("must not be blank")
+    if "\x00" in text:
+        raise RuleError("must not contain NUL")
+    return text
+
+
+def check_evidence_ref(text: str) -> str:
+    """C10, O6: 1-512 code points, no whitespace, no control (Cc) or format (Cf) characters."""
+    if not 1 <= len(text) <= MAX_EVIDENCE_REF_CHARS:
+        raise RuleError(f"must be 1 to {MAX_EVIDENCE_REF_CHARS} characters")
+    for char in text:
+        if char.isspace():
+            raise RuleError("must not contain whitespace")
+        if unicodedata.category(char) in ("Cc", "Cf"):
+            raise RuleError("must not contain control or format characters")
+    return text
+
+
+def check_task_timeout_ms(value: int) -> int:
+    if not 1 <= value <= MAX_TASK_TIMEOUT_MS:
+        raise RuleError(f"must be between 1 and {MAX_TASK_TIMEOUT_MS}")
+    return value

@@ -1,0 +1,42 @@
+"""Encryption at rest for secrets the console must be able to use again (Orbit tokens).
+
+Fernet (AES-128-CBC + HMAC-SHA256) through ``cryptography``. Keys come from
+``ORBIT_TOKEN_KEYS`` (comma-separated Fernet keys; the first encrypts, all decrypt, so keys can
+be rotated). Without it — local use only — one key is derived from ``SECRET_KEY``.
+"""
+
+import base64
+from functools import cache
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+
+
+class SecretUnreadable(Exception):
+    """The ciphertext cannot be decrypted with any configured key."""
+
+
+@cache
+def _box() -> MultiFernet:
+    keys = list(settings.ORBIT_TOKEN_KEYS)
+    if not keys:
+        derived = HKDF(
+            algorithm=hashes.SHA256(), length=32, salt=None, info=b"orbit-console token key"
+        ).derive(settings.SECRET_KEY.encode())
+        keys = [base64.urlsafe_b64encode(derived).decode()]
+    return MultiFernet([Fernet(key) for key in keys])
+
+
+def seal(secret: str) -> str:
+    return _box().encrypt(secret.encode()).decode()
+
+
+def unseal(ciphertext: str) -> str:
+    try:
+        return _box().decrypt(ciphertext.encode()).decode()
+    except InvalidToken:
+        raise SecretUnreadable(
+            "the stored secret cannot be decrypted with the configured keys"
+        ) from None

@@ -1,0 +1,385 @@
+"""GET /v1/openapi.json — the contract is complete and true.
+
+Every route of orbit_console/ledger/api/urls.py is documented, every documented operation
+exists, the documented query parameters are exactly the accepted ones, and real responses of
+every endpoint, successes and errors, validate against the schema documented for their status.
+"""
+
+import copy
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from django.urls import URLPattern, resolve
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from orbit_console.ledger.api import urls as api_urls
+from orbit_console.ledger.lifecycle import actor_id_for, credential_issue, task_accept_for_plan
+from orbit_console.ledger.models import Namespace, OperationAudit, Permission, Queue
+from orbit_console.ledger.seed import PAYLOAD
+from orbit_console.lib.ids import new_id
+from tests.support.orbit import bearer, new_key, post, retry_body, review_body
+
+METHODS = ("get", "post", "put", "patch", "delete")
+NO_SUCH_ENDPOINT = "no such endpoint"
+CUSTOM_VERBS = {"review", "retry"}  # views.task_resource
+
+
+# --- Helpers ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def document(api: httpx.Client) -> dict[str, Any]:
+    response = api.get("/v1/openapi.json")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    return response.json()
+
+
+def validator(document: dict[str, Any], schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator for ``schema`` with the document's components embedded, so that the
+    ``#/components/schemas/...`` references resolve."""
+    return Draft202012Validator({"allOf": [schema], "components": document["components"]})
+
+
+def component(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def response_schema(
+    document: dict[str, Any], template: str, method: str, status: int
+) -> dict[str, Any]:
+    responses = document["paths"][template][method]["responses"]
+    assert str(status) in responses, f"{method.upper()} {template} does not document {status}"
+    return responses[str(status)]["content"]["application/json"]["schema"]
+
+
+def fill(template: str, **values: str) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), new_id()), template)
+
+
+def refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref":
+                yield value
+            else:
+                yield from refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from refs(value)
+
+
+def pointer(document: dict[str, Any], ref: str) -> Any:
+    assert ref.startswith("#/"), ref
+    node: Any = document
+    for part in ref[2:].split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for template, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield template, method, operation
+
+
+def issue(world: dict[str, Any], permissions: list[str]) -> str:
+    _, token = credential_issue(
+        namespace=Namespace.objects.get(id=world["namespace_id"]),
+        actor_name=f"issued-{new_id()[:8]}",
+        permissions=permissions,
+        recovery_access=True,
+    )
+    return token
+
+
+def route_of(path: str) -> str:
+    return resolve(path).route
+
+
+# --- The document -----------------------------------------------------------------------------
+
+
+def test_openapi_document_is_openapi_3_1(document: dict[str, Any]) -> None:
+    assert re.fullmatch(r"3\.1\.\d+", document["openapi"])
+    assert document["info"]["title"] and document["info"]["version"]
+    assert document["paths"]
+    for schema in document["components"]["schemas"].values():
+        Draft202012Validator.check_schema(schema)
+    for ref in set(refs(document)):
+        assert pointer(document, ref) is not None, ref
+
+
+def test_openapi_document_needs_no_credential(api: httpx.Client) -> None:
+    assert api.get("/v1/openapi.json", headers=bearer("orb_wrong")).status_code == 200
+
+
+def test_every_operation_documents_responses_and_a_permission(document: dict[str, Any]) -> None:
+    for template, method, operation in operations(document):
+        assert operation["summary"]
+        assert operation["responses"]
+        for status, response in operation["responses"].items():
+            assert re.fullmatch(r"[1-5]\d\d", status), (template, status)
+            assert "$ref" in response["content"]["application/json"]["schema"] or (
+                template == "/v1/openapi.json"
+            )
+        if template != "/v1/openapi.json":
+            assert operation["x-permission"] in {p.value for p in Permission}
+            for status in ("401", "403", "404"):
+                assert status in operation["responses"], (template, method, status)
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] == "path":
+                assert "{" + parameter["name"] + "}" in template
+                assert parameter["required"] is True
+
+
+# --- Routes and documented operations ---------------------------------------------------------
+
+
+def test_every_route_is_documented(document: dict[str, Any]) -> None:
+    routes = {
+        "v1/" + str(pattern.pattern)
+        for pattern in api_urls.urlpatterns
+        if isinstance(pattern, URLPattern) and str(pattern.pattern) != "^.*$"
+    }
+    documented = {route_of(fill(template)) for template in document["paths"]}
+    assert documented == routes
+    # The catch-all route of task_resource multiplexes GetTask and the custom verbs.
+    verbs = {t.rsplit(":", 1)[1] for t in document["paths"] if t.startswith("/v1/tasks/{task_id}:")}
+    assert verbs == CUSTOM_VERBS
+    assert "get" in document["paths"]["/v1/tasks/{task_id}"]
+
+
+def test_every_documented_operation_exists(
+    api: httpx.Client, document: dict[str, Any], world: dict[str, Any]
+) -> None:
+    token = world["tokens"]["admin"]
+    for template, method, _ in operations(document):
+        headers = {
+            **bearer(token),
+            "Content-Type": "application/json",
+            "Idempotency-Key": new_key(),
+        }
+        response = api.request(method.upper(), fill(template), headers=headers, content=b"{}")
+        assert response.status_code != 405, (template, method)
+        if response.status_code == 404:
+            assert response.json()["error"]["message"] != NO_SUCH_ENDPOINT, (template, method)
+
+
+def test_undocumented_methods_and_paths_do_not_exist_E1(
+    api: httpx.Client, document: dict[str, Any], world: dict[str, Any]
+) -> None:
+    token = world["tokens"]["admin"]
+    for template, item in document["paths"].items():
+        for method in set(METHODS) - set(item):
+            response = api.request(method.upper(), fill(template), headers=bearer(token))
+            assert response.status_code == 405, (template, method)
+    for path in (
+        f"/v1/tasks/{new_id()}:cancel",
+        f"/v1/tasks/{new_id()}:Review",
+        f"/v1/tasks/{new_id()}/events",
+        "/v1/operations",
+        "/v1/tasks/",
+    ):
+        response = api.get(path, headers=bearer(token))
+        assert response.status_code == 404, path
+        assert response.json()["error"]["message"] == NO_SUCH_ENDPOINT
+
+
+def test_documented_query_parameters_are_exactly_the_accepted_ones_AU2(
+    api: httpx.Client, document: dict[str, Any], world: dict[str, Any]
+) -> None:
+    token = world["tokens"]["admin"]
+    task_id = world["tasks"]["failed"]
+    audit_id = OperationAudit.objects.filter(task_id=task_id).values_list("id", flat=True)[0]
+    for template, method, operation in operations(document):
+        if method != "get" or template == "/v1/openapi.json":
+            continue
+        path = fill(template, task_id=task_id, audit_id=audit_id)
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] != "query":
+                continue
+            response = api.get(path, params={parameter["name"]: "1"}, headers=bearer(token))
+            if response.status_code == 400:
+                message = response.json()["error"]["message"]
+                assert not message.startswith("unknown query parameter"), (template, parameter)
+        undocumented = api.get(path, params={"undocumented": "1"}, headers=bearer(token))
+        assert undocumented.status_code == 400, template
+
+
+# --- Real answers against the documented schemas ----------------------------------------------
+
+
+def exchanges(api: httpx.Client, world: dict[str, Any]) -> list[tuple[str, str, httpx.Response]]:
+    """Real responses of every endpoint: successes in each shape and the errors it can give."""
+    tasks = world["tasks"]
+    admin = world["tokens"]["admin"]
+    reader = world["tokens"]["reader"]
+    audit_only = issue(world, [Permission.AUDIT_READ])
+    nobody = "orb_unknown-token"
+    got: list[tuple[str, str, httpx.Response]] = []
+
+    def get(template: str, token: str | None, params: Any = None, **ids: str) -> httpx.Response:
+        headers = bearer(token) if token else {}
+        response = api.get(fill(template, **ids), params=params, headers=headers)
+        got.append((template, "get", response))
+        return response
+
+    def write(template: str, verb: str, task_id: str, token: str, body: Any, key: str) -> None:
+        response = post(api, task_id, verb, token, body, key=key)
+        got.append((template, "post", response))
+
+    got.append(("/v1/openapi.json", "get", api.get("/v1/openapi.json")))
+
+    # Writes: success, replay, each error.
+    review_t, retry_t = "/v1/tasks/{task_id}:review", "/v1/tasks/{task_id}:retry"
+    key = new_key()
+    write(review_t, "review", tasks["needs_review"], admin, review_body(), key)
+    write(review_t, "review", tasks["needs_review"], admin, review_body(), key)  # replay
+    write(review_t, "review", tasks["needs_review"], admin, review_body(reason="other"), key)
+    write(review_t, "review", tasks["needs_review_2"], admin, review_body(revision="9"), new_key())
+    write(review_t, "review", tasks["needs_review_2"], admin, {"reason": 1}, new_key())
+    write(review_t, "review", tasks["needs_review_2"], nobody, review_body(), new_key())
+    write(review_t, "review", tasks["needs_review_2"], reader, review_body(), new_key())
+    write(review_t, "review", new_id(), admin, review_body(), new_key())
+    key = new_key()
+    write(retry_t, "retry", tasks["failed"], admin, retry_body(), key)
+    write(retry_t, "retry", tasks["failed"], admin, retry_body(), key)  # replay
+    write(retry_t, "retry", tasks["failed"], admin, retry_body(), new_key())  # successor exists
+    write(retry_t, "retry", tasks["cancelled"], admin, retry_body(task_timeout_ms=0), new_key())
+    write(retry_t, "retry", tasks["queue_full_failed"], admin, retry_body(), new_key())  # 429
+    write(retry_t, "retry", tasks["cancelled"], nobody, retry_body(), new_key())
+    write(retry_t, "retry", tasks["cancelled"], reader, retry_body(), new_key())
+    write(retry_t, "retry", new_id(), admin, retry_body(), new_key())
+
+    # Reads of every shape: leased, owned, with a result, a successor and its source.
+    child_id = next(r for t, _, r in got if t == retry_t and r.status_code == 201).json()["data"][
+        "task"
+    ]["id"]
+    planned = task_accept_for_plan(
+        queue=Queue.objects.get(id=world["queue_id"]),
+        actor_id=actor_id_for(world["namespace_id"], "scheduler"),
+        plan_name="nightly",
+        handler="object.prepare",
+        payload=PAYLOAD,
+    )
+    task_t = "/v1/tasks/{task_id}"
+    for task_id in [*tasks.values(), child_id, planned.id]:
+        get(task_t, admin, task_id=task_id)
+    get(task_t, admin, task_id="NOT-AN-ID")
+    get(task_t, None, task_id=tasks["failed"])
+    get(task_t, audit_only, task_id=tasks["failed"])
+    get(task_t, world["tokens"]["other_queue"], task_id=tasks["failed"])
+
+    list_t = "/v1/tasks"
+    get(list_t, reader, {"limit": 2})
+    get(list_t, reader, {"limit": 100, "state": "FAILED,NEEDS_REVIEW"})
+    get(list_t, reader, {"handler": "nobody"})
+    get(list_t, reader, {"state": "nope"})
+    get(list_t, None)
+    get(list_t, audit_only)
+
+    ops_t = "/v1/tasks/{task_id}/operations"
+    get(ops_t, audit_only, {"limit": 1}, task_id=tasks["needs_review"])
+    get(ops_t, audit_only, task_id=tasks["failed"])
+    get(ops_t, audit_only, {"limit": 0}, task_id=tasks["failed"])
+    get(ops_t, audit_only, {"cursor": "forged"}, task_id=tasks["failed"])
+    get(ops_t, None, task_id=tasks["failed"])
+    get(ops_t, reader, task_id=tasks["failed"])
+    get(ops_t, audit_only, task_id=new_id())
+
+    op_t = "/v1/tasks/{task_id}/operations/{audit_id}"
+    for record in OperationAudit.objects.filter(task_id__in=[tasks["needs_review"], child_id]):
+        get(op_t, audit_only, task_id=record.task_id, audit_id=record.id)
+    retry_audit = OperationAudit.objects.get(task_id=tasks["failed"], action="task.retry")
+    get(op_t, audit_only, task_id=tasks["failed"], audit_id=retry_audit.id)
+    get(op_t, audit_only, task_id=tasks["failed"], audit_id="bad")
+    get(op_t, audit_only, task_id=tasks["cancelled"], audit_id=retry_audit.id)
+    get(op_t, None, task_id=tasks["failed"], audit_id=retry_audit.id)
+    get(op_t, reader, task_id=tasks["failed"], audit_id=retry_audit.id)
+
+    attempts_t = "/v1/tasks/{task_id}/attempts"
+    for name in ("needs_review", "needs_review_leased", "failed", "succeeded", "cancelled"):
+        get(attempts_t, reader, task_id=tasks[name])
+    get(attempts_t, reader, {"limit": "x"}, task_id=tasks["failed"])
+    get(attempts_t, None, task_id=tasks["failed"])
+    get(attempts_t, audit_only, task_id=tasks["failed"])
+    get(attempts_t, world["tokens"]["other_namespace"], task_id=tasks["failed"])
+    return got
+
+
+def test_real_responses_match_the_documented_schemas(
+    api: httpx.Client, document: dict[str, Any], world: dict[str, Any]
+) -> None:
+    got = exchanges(api, world)
+
+    seen: dict[tuple[str, str], set[int]] = {}
+    for template, method, response in got:
+        assert response.headers["content-type"].startswith("application/json")
+        schema = response_schema(document, template, method, response.status_code)
+        errors = list(validator(document, schema).iter_errors(response.json()))
+        assert not errors, (template, method, response.status_code, errors[0].message)
+        seen.setdefault((template, method), set()).add(response.status_code)
+
+    # Every documented operation was exercised, with success and the common errors.
+    for template, method, operation in operations(document):
+        statuses = seen[(template, method)]
+        successes = {int(s) for s in operation["responses"] if s.startswith("2")}
+        assert successes <= statuses, (template, method, statuses)
+        if template != "/v1/openapi.json":
+            assert {400, 401, 403} <= statuses, (template, method, statuses)
+    assert 404 in seen[("/v1/tasks/{task_id}", "get")]
+    assert {409, 429} <= seen[("/v1/tasks/{task_id}:retry", "post")]
+    assert 409 in seen[("/v1/tasks/{task_id}:review", "post")]
+
+
+def test_request_bodies_match_the_documented_schemas(document: dict[str, Any]) -> None:
+    review_schema = validator(document, component("ReviewRequest"))
+    retry_schema = validator(document, component("RetryRequest"))
+    review_schema.validate(review_body())
+    retry_schema.validate(retry_body())
+    retry_schema.validate(retry_body(available_at=None, start_deadline_at="2030-01-01T00:00:00Z"))
+    for bad in (
+        review_body(Reason="x"),
+        review_body(execution_settled=False),
+        review_body(outcome="UNKNOWN"),
+        review_body(result=None),
+        review_body(revision="0"),
+    ):
+        assert not review_schema.is_valid(bad), bad
+    for bad in (retry_body(safe_to_retry=False), retry_body(task_timeout_ms=0)):
+        assert not retry_schema.is_valid(bad), bad
+
+
+def test_schemas_are_strict_enough_to_catch_drift_RT9(
+    api: httpx.Client, document: dict[str, Any], world: dict[str, Any]
+) -> None:
+    """The response schemas refuse extra members: a summary that grew ``retry_of`` fails."""
+    page = api.get("/v1/tasks", headers=bearer(world["tokens"]["reader"])).json()
+    page_schema = validator(document, response_schema(document, "/v1/tasks", "get", 200))
+    page_schema.validate(page)
+
+    leaky = copy.deepcopy(page)
+    leaky["data"]["items"][0]["retry_of"] = new_id()
+    with pytest.raises(ValidationError):
+        page_schema.validate(leaky)
+
+    task = api.get(
+        f"/v1/tasks/{world['tasks']['failed']}", headers=bearer(world["tokens"]["reader"])
+    ).json()
+    task_schema = validator(document, response_schema(document, "/v1/tasks/{task_id}", "get", 200))
+    task_schema.validate(task)
+    for mutate in (
+        lambda t: t["data"].update(revision=3),
+        lambda t: t["data"].update(lease_id=new_id()),
+        lambda t: t["data"].pop("state"),
+        lambda t: t["data"].update(created_at="2026-01-01T00:00:00+08:00"),
+    ):
+        broken = copy.deepcopy(task)
+        mutate(broken)
+        assert not task_schema.is_valid(broken)

@@ -1,0 +1,225 @@
+"""Keyset pages cost the same at any depth (AU3; hard-parts "Keyset pagination on MariaDB").
+
+Not a timing test: on MariaDB it counts the rows the storage engine reads for a page
+(``Handler_read%`` after ``FLUSH STATUS``); on SQLite it reads the query plan. The pages are
+the selectors' own queries, over thousands of rows of one task or namespace among others.
+"""
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from orbit_console.ledger import chain, selectors
+from orbit_console.ledger.auth import hash_token
+from orbit_console.ledger.models import Credential, OperationAudit, Task, TaskState
+from orbit_console.ledger.seed import seed_world
+from orbit_console.lib.ids import new_id
+
+ROWS = 5000
+OTHER_ROWS = 1500
+LIMIT = 20
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+# --- Data -------------------------------------------------------------------------------------
+
+
+def insert_audits(task: Task, count: int) -> list[OperationAudit]:
+    """``count`` records appended to the task's chain, one second apart with some ties."""
+    last = OperationAudit.objects.filter(task_id=task.id).order_by("-seq").first()
+    seq, prev_hash = (last.seq, last.entry_hash) if last else (0, "")
+    records = []
+    for index in range(count):
+        seq += 1
+        record = OperationAudit(
+            id=new_id(),
+            namespace_id=task.namespace_id,
+            task_id=task.id,
+            seq=seq,
+            operation_id=new_id(),
+            actor_id=new_id(),
+            action="test.bulk",
+            reason="bulk history",
+            evidence_ref=None,
+            before='{"state":"FAILED","revision":"3"}',
+            after='{"state":"FAILED","revision":"3"}',
+            created_at=BASE + timedelta(seconds=index // 3),  # three records per instant
+            prev_hash=prev_hash,
+        )
+        record.entry_hash = chain.entry_hash(record)
+        prev_hash = record.entry_hash
+        records.append(record)
+    OperationAudit.objects.bulk_create(records, batch_size=500)
+    return records
+
+
+def insert_tasks(template: Task, namespace_id: str, count: int) -> None:
+    """``count`` copies of a task in a namespace, in a mix of states, one second apart."""
+    states = [TaskState.FAILED, TaskState.SUCCEEDED, TaskState.CANCELLED, TaskState.WAITING]
+    rows = []
+    for index in range(count):
+        created = BASE + timedelta(seconds=index // 2)
+        fields = {f.attname: getattr(template, f.attname) for f in Task._meta.concrete_fields}
+        fields.update(
+            id=new_id(),
+            namespace_id=namespace_id,
+            state=states[index % len(states)],
+            business_key=f"bulk:{index}",
+            created_at=created,
+            updated_at=created,
+            retry_of=None,
+        )
+        rows.append(Task(**fields))
+    Task.objects.bulk_create(rows, batch_size=500)
+
+
+@pytest.fixture
+def deep_world(world: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The world, its failed task with ROWS audit records, its namespace with ROWS more tasks,
+    and other tasks and namespaces with rows of their own around them."""
+    task = Task.objects.get(id=world["tasks"]["failed"])
+    insert_audits(task, ROWS)
+    for name in ("cancelled", "succeeded"):
+        insert_audits(Task.objects.get(id=world["tasks"][name]), OTHER_ROWS)
+    insert_tasks(task, world["namespace_id"], ROWS)
+    elsewhere = seed_world(label="elsewhere")
+    insert_tasks(task, elsewhere["namespace_id"], OTHER_ROWS)
+    if connection.vendor == "mysql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE TABLE ledger_operationaudit, ledger_task")
+            cursor.fetchall()
+    yield world
+
+
+def admin_credential(world: dict[str, Any]) -> Credential:
+    token = world["tokens"]["admin"]
+    return Credential.objects.prefetch_related("queues").get(token_hash=hash_token(token))
+
+
+def operations_cursor_at(task: Task, depth: int) -> str:
+    """The cursor a client holds after reading ``depth`` records of the task's audit."""
+    rows = OperationAudit.objects.filter(task_id=task.id).order_by("-created_at", "-id")
+    last = rows[depth - 1]
+    binding = selectors.CursorBinding("operations", task.namespace_id, task.id)
+    return selectors.encode_cursor(binding, [last.created_at.isoformat(), last.id])
+
+
+def tasks_cursor_at(credential: Credential, filters: selectors.TaskFilters, depth: int) -> str:
+    tasks = Task.objects.filter(namespace_id=credential.namespace_id)
+    if filters.states:
+        tasks = tasks.filter(state__in=filters.states)
+    last = tasks.order_by("-created_at", "-id")[depth - 1]
+    binding = selectors.CursorBinding("tasks", credential.namespace_id, filters.binding_subject())
+    return selectors.encode_cursor(binding, [last.created_at.isoformat(), last.id])
+
+
+# --- Measures ---------------------------------------------------------------------------------
+
+
+def rows_read(page: Callable[[], Any]) -> int:
+    """MariaDB/MySQL: the rows the storage engine read to answer ``page``."""
+    with connection.cursor() as cursor:
+        cursor.execute("FLUSH STATUS")
+    page()
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
+        return sum(int(value) for _, value in cursor.fetchall())
+
+
+def query_plan(page: Callable[[], Any]) -> list[str]:
+    """SQLite: the plan of the one query ``page`` runs."""
+    with CaptureQueriesContext(connection) as captured:
+        page()
+    selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
+    assert len(selects) == 1, selects
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + selects[0])
+        return [row[-1] for row in cursor.fetchall()]
+
+
+def assert_plan_uses(plan: list[str], index: str) -> None:
+    assert any(step.startswith("SEARCH") and f"USING INDEX {index}" in step for step in plan), plan
+    assert not any(step.startswith("SCAN") for step in plan), plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan  # no sort of the remainder
+
+
+def assert_same_cost(first: Callable[[], Any], deep: list[Callable[[], Any]], index: str) -> None:
+    if connection.vendor == "sqlite":
+        assert_plan_uses(query_plan(first), index)
+        for page in deep:
+            assert_plan_uses(query_plan(page), index)
+        return
+    first_cost = rows_read(first)
+    assert first_cost <= 3 * LIMIT, first_cost
+    for page in deep:
+        cost = rows_read(page)
+        assert cost <= 2 * first_cost + 10, (cost, first_cost)
+
+
+# --- Tests ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [LIMIT, ROWS // 2, ROWS - 3 * LIMIT])
+def test_deep_operations_page_costs_what_the_first_costs_AU3(
+    deep_world: dict[str, Any], depth: int
+) -> None:
+    task = Task.objects.get(id=deep_world["tasks"]["failed"])
+    cursor = operations_cursor_at(task, depth)
+
+    def first() -> Any:
+        return selectors.operations_page(task, limit=LIMIT, cursor=None)
+
+    def deep() -> Any:
+        return selectors.operations_page(task, limit=LIMIT, cursor=cursor)
+
+    records, _ = deep()
+    assert len(records) == LIMIT
+    expected = OperationAudit.objects.filter(task_id=task.id).order_by("-created_at", "-id")
+    assert [r.id for r in records] == [r.id for r in expected[depth : depth + LIMIT]]
+    assert_same_cost(first, [deep], "audit_task_created")
+
+
+@pytest.mark.parametrize("depth", [LIMIT, ROWS // 2, ROWS - 3 * LIMIT])
+def test_deep_task_list_page_costs_what_the_first_costs(
+    deep_world: dict[str, Any], depth: int
+) -> None:
+    credential = admin_credential(deep_world)
+    everything = selectors.TaskFilters()
+    cursor = tasks_cursor_at(credential, everything, depth)
+
+    def first() -> Any:
+        return selectors.tasks_page(credential, everything, limit=LIMIT, cursor=None)
+
+    def deep() -> Any:
+        return selectors.tasks_page(credential, everything, limit=LIMIT, cursor=cursor)
+
+    tasks, _ = deep()
+    expected = Task.objects.filter(namespace_id=credential.namespace_id).order_by(
+        "-created_at", "-id"
+    )
+    assert [t.id for t in tasks] == [t.id for t in expected[depth : depth + LIMIT]]
+    assert_same_cost(first, [deep], "task_ns_created")
+
+
+@pytest.mark.parametrize("depth", [LIMIT, ROWS // 8])
+def test_deep_task_list_page_of_one_state_costs_what_the_first_costs(
+    deep_world: dict[str, Any], depth: int
+) -> None:
+    credential = admin_credential(deep_world)
+    failed = selectors.TaskFilters(states=(TaskState.FAILED,))
+    cursor = tasks_cursor_at(credential, failed, depth)
+
+    def first() -> Any:
+        return selectors.tasks_page(credential, failed, limit=LIMIT, cursor=None)
+
+    def deep() -> Any:
+        return selectors.tasks_page(credential, failed, limit=LIMIT, cursor=cursor)
+
+    tasks, _ = deep()
+    assert len(tasks) == LIMIT
+    assert {t.state for t in tasks} == {TaskState.FAILED}
+    assert_same_cost(first, [deep], "task_ns_state_created")

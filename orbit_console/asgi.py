@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+"""ASGI entry point: HTTP through Django (static files at the edge), WebSockets through
+Channels with session authentication and an Origin check.
 
 ``daphne orbit_console.asgi:application`` serves both.
 """
@@ -10,8 +11,19 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbit_console.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402 -- after Django is set up
+# Imported once Django is set up: they load models.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from orbit_console.ops.static import StaticFiles  # noqa: E402
+from orbit_console.timeline.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter({"http": StaticFiles(django_asgi_app)})
+application = ProtocolTypeRouter(
+    {
+        "http": StaticFiles(django_asgi_app),
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    }
+)

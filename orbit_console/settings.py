@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "orbit_console.ops",
     "orbit_console.ledger",
     "orbit_console.console",
+    "orbit_console.timeline",
 ]
 
 MIDDLEWARE = [
@@ -231,6 +232,15 @@ CONSOLE_ROLE_PERMISSIONS = {
 CONSOLE_RECONCILE_DEADLINE_HOURS = env_int("CONSOLE_RECONCILE_DEADLINE_HOURS", 24, minimum=1)
 CONSOLE_RECONCILE_BACKOFF_SECONDS = (2, 300)
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
+
+# --- The live timeline ----------------------------------------------------------------------
+# A socket re-checks the person's access to the task against the API this often, and never
+# pushes on a check older than twice this (docs/timeline.md).
+TIMELINE_RECHECK_SECONDS = env_int("TIMELINE_RECHECK_SECONDS", 5, minimum=1)
+# With an external Orbit: bounded polling of watched tasks (I4).
+TIMELINE_POLL_SECONDS = 1.0
+TIMELINE_POLL_MAX_SECONDS = 10.0
+TIMELINE_WATCH_DEADLINE_SECONDS = env_int("TIMELINE_WATCH_DEADLINE_SECONDS", 3600, minimum=10)
 
 # --- Logging --------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

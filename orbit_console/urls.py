@@ -6,6 +6,7 @@ from orbit_console.ops import views as ops
 urlpatterns = [
     path("v1/", include("orbit_console.ledger.api.urls")),
     path("", include("orbit_console.console.urls")),
+    path("", include("orbit_console.timeline.urls")),
     path(
         "signin",
         auth_views.LoginView.as_view(

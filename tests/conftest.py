@@ -13,6 +13,8 @@ import pytest
 # run there unless told that this thread is not really asynchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
+from tests.support.people import TestPerson, make_person
+from tests.support.proxy import FaultyProxy
 from tests.support.servers import DaphneServer
 
 
@@ -73,6 +75,40 @@ def world(live_db: None) -> dict[str, Any]:
 def api(orbit_server: DaphneServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=orbit_server.url, timeout=30) as client:
         yield client
+
+
+@pytest.fixture
+def people(world: dict[str, Any]) -> dict[str, TestPerson]:
+    """An operator, a supervisor and an auditor of ``world``'s namespace."""
+    return {role: make_person(world, role) for role in ("operator", "supervisor", "auditor")}
+
+
+@pytest.fixture(scope="session")
+def faulty_proxy_session(orbit_server: DaphneServer) -> Iterator[FaultyProxy]:
+    proxy = FaultyProxy(upstream_port=orbit_server.port)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def faulty_proxy(faulty_proxy_session: FaultyProxy) -> Iterator[FaultyProxy]:
+    """The proxy between ``proxied_console`` and the API, back to ``pass`` after each test."""
+    faulty_proxy_session.set_mode("pass")
+    yield faulty_proxy_session
+    faulty_proxy_session.set_mode("pass")
+
+
+@pytest.fixture(scope="session")
+def proxied_console(
+    faulty_proxy_session: FaultyProxy, django_db_blocker: Any
+) -> Iterator[DaphneServer]:
+    """A console server that reaches the recovery API through ``faulty_proxy``."""
+    with django_db_blocker.unblock():
+        server = DaphneServer(
+            "console-proxied", env={"ORBIT_EMBEDDED_API_URL": faulty_proxy_session.url}
+        ).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,10 @@ TIMEZONE_COOKIE = "orbit_tz"
 
 def zone_of(request: HttpRequest) -> ZoneInfo:
     """The person's time zone as their browser reported it (static/js/console.js), else UTC."""
-    name = request.COOKIES.get(TIMEZONE_COOKIE, "")
+    return zone_named(request.COOKIES.get(TIMEZONE_COOKIE, ""))
+
+
+def zone_named(name: str) -> ZoneInfo:
     if name and len(name) < 64:
         try:
             return ZoneInfo(name)

@@ -5,8 +5,10 @@ The console never stores tasks: the recovery API is the source of truth for them
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from orbit_console.lib.ids import new_id
+from orbit_console.lib.rfc3339 import format_utc
 
 
 class OrbitCredential(models.Model):
@@ -29,16 +31,16 @@ class OrbitCredential(models.Model):
 
 
 class SubmissionAction(models.TextChoices):
-    REVIEW = "review", "Review"
-    RETRY = "retry", "Retry"
+    REVIEW = "review", _("Review")
+    RETRY = "retry", _("Retry")
 
 
 class SubmissionState(models.TextChoices):
-    PENDING = "pending", "Stored, not yet sent"
-    UNKNOWN = "unknown", "Outcome unknown"
-    RETRY_LATER = "retry_later", "Not applied yet: try again later"
-    SUCCEEDED = "succeeded", "Applied"
-    REJECTED = "rejected", "Rejected"
+    PENDING = "pending", _("Stored, not yet sent")
+    UNKNOWN = "unknown", _("Outcome unknown")
+    RETRY_LATER = "retry_later", _("Not applied yet: try again later")
+    SUCCEEDED = "succeeded", _("Applied")
+    REJECTED = "rejected", _("Rejected")
 
 
 OPEN_STATES = (SubmissionState.PENDING, SubmissionState.UNKNOWN, SubmissionState.RETRY_LATER)
@@ -98,6 +100,18 @@ class Submission(models.Model):
         return self.state in OPEN_STATES
 
 
+EVENT_LABELS = {
+    "submission.stored": _("Decision stored"),
+    "submission.sent": _("Sent to the recovery API"),
+    "submission.resent": _("Sent again (same key, same body)"),
+    "submission.receipt": _("Receipt received"),
+    "submission.outcome_unknown": _("Outcome unknown"),
+    "submission.retry_later": _("Not applied yet: try again later"),
+    "submission.rejected": _("Rejected by the recovery API"),
+    "submission.reconcile_stopped": _("Reconciler stopped: deadline passed"),
+}
+
+
 class ConsoleEvent(models.Model):
     """One entry of the console's append-only record: what people and the console did about a
     task (a submission stored, sent, its outcome; later proposals and approvals). Shown in the
@@ -120,3 +134,19 @@ class ConsoleEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.task_id}"
+
+    @property
+    def label(self) -> str:
+        return str(EVENT_LABELS.get(self.kind, self.kind))
+
+    def as_message_data(self) -> dict[str, str]:
+        """This event in plain JSON types, for live pushes (``lib/live.py``)."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "task_id": self.task_id,
+            "created_at": format_utc(self.created_at),
+            "actor": self.actor.get_username() if self.actor is not None else "",
+            "note": self.note,
+            "submission_id": self.submission_id or "",
+        }

@@ -37,6 +37,7 @@ from orbit_console.console.models import (
 )
 from orbit_console.console.people import orbit_client
 from orbit_console.lib.ids import new_id
+from orbit_console.lib.live import CONSOLE_EVENT_MESSAGE, publish_on_commit, task_group
 
 logger = logging.getLogger("orbit.console.submissions")
 
@@ -101,7 +102,7 @@ def record_event(
     note: str = "",
     now: datetime | None = None,
 ) -> ConsoleEvent:
-    return ConsoleEvent.objects.create(
+    event = ConsoleEvent.objects.create(
         kind=kind,
         task_id=submission.task_id,
         submission=submission,
@@ -109,6 +110,9 @@ def record_event(
         note=note,
         created_at=now or timezone.now(),
     )
+    message = {"type": CONSOLE_EVENT_MESSAGE, "event": event.as_message_data()}
+    publish_on_commit(task_group(submission.task_id), message)
+    return event
 
 
 # --- Sending ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from django.db.models import F
 from orbit_console.ledger import chain
 from orbit_console.ledger.errors import ApplicationFull, QueueFull
 from orbit_console.ledger.models import Application, OperationAudit, Queue, ResultEvent, Task
+from orbit_console.ledger.publish import announce_on_commit
 from orbit_console.ledger.serializers import json_text
 from orbit_console.lib.ids import new_id
 
@@ -75,6 +76,7 @@ def write_audit(
     )
     record.entry_hash = chain.entry_hash(record)
     record.save(force_insert=True)
+    announce_on_commit(record)
     return record
 
 

@@ -35,3 +35,68 @@
     }, 0);
   }, true);
 })();
+
+// The live timeline (templates/timeline/partials/timeline.html). Entries arrive over the
+// WebSocket as htmx out-of-band swaps; each carries its id and a sort key (time|id), so that a
+// duplicate is dropped and a late one lands in its place. After every (re)connect the page
+// fetches the newest entries and merges what it missed: the channel layer delivers at most
+// once and the ws extension replays nothing.
+(function () {
+  "use strict";
+
+  function list() { return document.getElementById("timeline-entries"); }
+
+  function sortEntries() {
+    var entries = list();
+    if (!entries) { return; }
+    var items = Array.prototype.slice.call(entries.querySelectorAll(":scope > li[data-sort]"));
+    items.sort(function (a, b) { return a.dataset.sort < b.dataset.sort ? 1 : (a.dataset.sort > b.dataset.sort ? -1 : 0); });
+    items.forEach(function (item) { entries.appendChild(item); });
+    var empty = document.getElementById("timeline-empty");
+    if (empty && items.length) { empty.remove(); }
+  }
+
+  function merge(html) {
+    var entries = list();
+    if (!entries) { return; }
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    template.content.querySelectorAll("li[data-sort]").forEach(function (item) {
+      if (!document.getElementById(item.id)) { entries.appendChild(item); }
+    });
+    sortEntries();
+  }
+
+  function resync(socketElement) {
+    var url = socketElement.dataset.timelineResync;
+    if (!url) { return; }
+    fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
+      .then(function (response) { return response.ok ? response.text() : ""; })
+      .then(merge)
+      .catch(function () { /* the next reconnect tries again */ });
+  }
+
+  function setLive(text, state) {
+    var badge = document.getElementById("timeline-live");
+    if (badge) { badge.textContent = badge.dataset[state] || text; badge.dataset.state = state; }
+  }
+
+  document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    var template = document.createElement("template");
+    template.innerHTML = event.detail.message;
+    var item = template.content.querySelector("li[id]");
+    if (item && document.getElementById(item.id)) { event.preventDefault(); }
+  });
+  document.addEventListener("htmx:wsAfterMessage", function (event) {
+    sortEntries();
+    if (String(event.detail.message).indexOf("source-platform") !== -1) {
+      var notice = document.getElementById("task-changed");
+      if (notice) { notice.hidden = false; }
+    }
+  });
+  document.addEventListener("htmx:wsOpen", function (event) {
+    setLive("live", "live");
+    resync(event.detail.elt || event.target);
+  });
+  document.addEventListener("htmx:wsClose", function () { setLive("reconnecting", "reconnecting"); });
+})();

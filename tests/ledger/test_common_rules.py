@@ -755,7 +755,7 @@ def test_bad_request_wins_over_hidden_or_missing_task_O3(
     api: httpx.Client, world: dict[str, Any], live_db: None, verb: str
 ) -> None:
     elsewhere = seed_world(label="elsewhere")
-    token = world["tokens"]["admin"]
+    token = world["tokens"]["reviewer" if verb == "review" else "retrier"]
     hidden = [elsewhere["tasks"]["needs_review"], elsewhere["tasks"]["failed"], new_id()]
     good_body = json.dumps(review_body() if verb == "review" else retry_body())
     for task_id in hidden:
@@ -921,11 +921,11 @@ def test_static_time_format_wins_over_missing_task_O3(
 
 # --- O4: the Idempotency-Key header -----------------------------------------------------------
 
-BAD_KEYS: dict[str, str | bytes] = {
-    "empty": "",
-    "too_long": "k" * 256,
-    "inner_space": "my key",
-    "tab": "my\tkey",
+BAD_KEYS: dict[str, bytes] = {
+    "empty": b"",
+    "too_long": b"k" * 256,
+    "inner_space": b"my key",
+    "tab": b"my\tkey",
     "non_ascii": "cl\u00e9".encode(),
     "cjk": "\u952e".encode(),
 }
@@ -944,9 +944,9 @@ def test_malformed_idempotency_key_is_invalid_O4(
         f"/v1/tasks/{task_id}:{verb}",
         content=json.dumps(body),
         headers={
-            **bearer(world["tokens"]["admin"]),
-            "Content-Type": "application/json",
-            "Idempotency-Key": BAD_KEYS[kind],  # type: ignore[dict-item]
+            b"Authorization": f"Bearer {world['tokens']['admin']}".encode(),
+            b"Content-Type": b"application/json",
+            b"Idempotency-Key": BAD_KEYS[kind],
         },
     )
 

@@ -6,13 +6,12 @@ from asgiref.sync import sync_to_async
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from orbit_console.client import Page
-from orbit_console.client.types import Attempt, Operation
 from orbit_console.console.availability import retry_availability, review_availability
 from orbit_console.console.models import Submission
 from orbit_console.console.people import Person
 from orbit_console.console.views.common import arender, client, console_view
 from orbit_console.lib.ids import is_id
+from orbit_console.timeline.builder import build_page
 
 
 def task_id_or_404(task_id: str) -> str:
@@ -26,29 +25,21 @@ def task_id_or_404(task_id: str) -> str:
 async def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     task_id = task_id_or_404(task_id)
     person: Person = request.person  # type: ignore[attr-defined]
-    can_audit = person.can("tasks:audit:read")
     async with client(request) as orbit:
         task = await orbit.get_task(task_id)
-        attempts: Page[Attempt]
-        attempts, operations = await asyncio.gather(
-            orbit.list_attempts(task_id, limit=50),
-            orbit.list_task_operations(task_id, limit=20) if can_audit else _no_operations(),
+        attempts, timeline = await asyncio.gather(
+            orbit.list_attempts(task_id, limit=50), build_page(orbit, person, task_id)
         )
     submissions = await sync_to_async(_submissions_of)(task_id)
     context = {
         "task": task,
         "attempts": attempts,
-        "operations": operations,
-        "can_audit": can_audit,
+        "timeline": timeline,
         "actions": [review_availability(task, person), retry_availability(task, person)],
         "submissions": submissions,
         "read_only": person.read_only,
     }
     return await arender(request, "console/task_detail.html", context)
-
-
-async def _no_operations() -> Page[Operation] | None:
-    return None
 
 
 def _submissions_of(task_id: str) -> list[Submission]:

@@ -54,7 +54,7 @@ class Wizard:
     steps: tuple[Step, ...]
     availability: Callable[[Task, Person], Availability]
     build_body: Callable[[str, dict[str, Any]], str]
-    form_kwargs: Callable[[HttpRequest, Task, str], dict[str, Any]]
+    form_kwargs: Callable[[HttpRequest, "Pin", str], dict[str, Any]]
 
 
 def _review_body(revision: str, data: dict[str, Any]) -> str:
@@ -78,15 +78,15 @@ def _retry_body(revision: str, data: dict[str, Any]) -> str:
     ).to_json(indent=2)
 
 
-def _no_kwargs(request: HttpRequest, task: Task, step: str) -> dict[str, Any]:
+def _no_kwargs(request: HttpRequest, pin: "Pin", step: str) -> dict[str, Any]:
     return {}
 
 
-def _retry_kwargs(request: HttpRequest, task: Task, step: str) -> dict[str, Any]:
+def _retry_kwargs(request: HttpRequest, pin: "Pin", step: str) -> dict[str, Any]:
     if step != "decide":
         return {}
-    timeout = task.retry.attempt_timeout_ms if task.retry else 1
-    return {"attempt_timeout_ms": timeout, "zone": request.zone}  # type: ignore[attr-defined]
+    zone = request.zone  # type: ignore[attr-defined]
+    return {"attempt_timeout_ms": pin.attempt_timeout_ms, "zone": zone}
 
 
 REVIEW = Wizard(
@@ -135,50 +135,54 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
     person: Person = request.person  # type: ignore[attr-defined]
     if person.read_only or not person.can(wizard.permission):
         raise PermissionDenied
-    async with client(request) as orbit:
-        task, attempts = await asyncio.gather(
-            orbit.get_task(task_id), orbit.list_attempts(task_id, limit=50)
-        )
-    request.wizard_attempts = attempts  # type: ignore[attr-defined]
-    availability = wizard.availability(task, person)
-
     if request.method == "GET":
+        task = await _read_task(request, task_id)
+        availability = wizard.availability(task, person)
         if not availability.allowed:
             context = {"wizard": wizard, "task": task, "availability": availability}
             return await arender(request, "console/wizard_unavailable.html", context, status=409)
-        pin = signing.dumps([wizard.action, task.id, task.revision], salt=_PIN_SALT)
-        return await _render(request, wizard, task, pin, step_index=0, data=None)
+        first = Pin(wizard.action, task.id, task.revision, _attempt_timeout_ms(task))
+        return await _render(request, wizard, task, first, step_index=0, data=None)
 
-    pinned = _read_pin(request.POST.get("pin", ""), wizard, task.id)
+    pinned = Pin.read(request.POST.get("pin", ""), wizard, task_id)
     if pinned is None:
         messages.warning(request, _("The wizard's page was out of date; it has started again."))
         return HttpResponseRedirect(request.path)
+    pin = pinned
     names = [step.name for step in wizard.steps]
     step_name = request.POST.get("step", "")
     index = names.index(step_name) if step_name in names else 0
-    pin = request.POST["pin"]
     if request.POST.get("nav") == "back":
+        task = await _read_task(request, task_id)
         return await _render(request, wizard, task, pin, step_index=max(0, index - 1), data=None)
 
     cleaned: dict[str, Any] = {}
     for position, step in enumerate(wizard.steps[: index + 1]):
-        form = step.form(request.POST, **wizard.form_kwargs(request, task, step.name))
+        form = step.form(request.POST, **wizard.form_kwargs(request, pin, step.name))
         if not form.is_valid():
+            task = await _read_task(request, task_id)
             return await _render(
                 request, wizard, task, pin, step_index=position, data=form, cleaned=cleaned
             )
         cleaned.update(form.cleaned_data)
     if index + 1 < len(wizard.steps):
+        task = await _read_task(request, task_id)
         return await _render(
             request, wizard, task, pin, step_index=index + 1, data=None, cleaned=cleaned
         )
+    # The decision is complete. Store it before anything else can fail, then send it: from here
+    # on nothing depends on the API answering (an unreachable API means "outcome unknown").
+    return await _submit(request, wizard, pin, cleaned)
 
-    body = wizard.build_body(pinned, cleaned)
+
+async def _submit(
+    request: HttpRequest, wizard: Wizard, pin: "Pin", cleaned: dict[str, Any]
+) -> HttpResponse:
     outcome = await sync_to_async(submission_create)(
         action=wizard.action,
-        task_id=task.id,
-        expected_revision=pinned,
-        body=body,
+        task_id=pin.task_id,
+        expected_revision=pin.revision,
+        body=wizard.build_body(pin.revision, cleaned),
         created_by=request.user,  # type: ignore[arg-type]
     )
     submission = outcome.submission
@@ -188,26 +192,55 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
         messages.info(
             request,
             _("A decision for this task at revision %(revision)s had already been submitted.")
-            % {"revision": pinned},
+            % {"revision": pin.revision},
         )
     return HttpResponseRedirect(reverse("console:submission", args=[submission.id]), status=303)
 
 
-def _read_pin(pin: str, wizard: Wizard, task_id: str) -> str | None:
-    try:
-        action, pinned_task, revision = signing.loads(pin, salt=_PIN_SALT)
-    except (signing.BadSignature, ValueError, TypeError):
-        return None
-    if action != wizard.action or pinned_task != task_id:
-        return None
-    return revision
+async def _read_task(request: HttpRequest, task_id: str) -> Task:
+    """The task as it is now, with its attempts (kept on the request for the evidence step)."""
+    async with client(request) as orbit:
+        task, attempts = await asyncio.gather(
+            orbit.get_task(task_id), orbit.list_attempts(task_id, limit=50)
+        )
+    request.wizard_attempts = attempts  # type: ignore[attr-defined]
+    return task
+
+
+def _attempt_timeout_ms(task: Task) -> int:
+    return task.retry.attempt_timeout_ms if task.retry else 1
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What the first step saw, signed into the form so that it cannot drift: the decision is
+    pinned to this revision, and a retry's budget to this attempt timeout."""
+
+    action: str
+    task_id: str
+    revision: str
+    attempt_timeout_ms: int
+
+    def dumps(self) -> str:
+        fields = [self.action, self.task_id, self.revision, self.attempt_timeout_ms]
+        return signing.dumps(fields, salt=_PIN_SALT)
+
+    @classmethod
+    def read(cls, text: str, wizard: Wizard, task_id: str) -> "Pin | None":
+        try:
+            pin = cls(*signing.loads(text, salt=_PIN_SALT))
+        except (signing.BadSignature, ValueError, TypeError):
+            return None
+        if pin.action != wizard.action or pin.task_id != task_id:
+            return None
+        return pin
 
 
 async def _render(
     request: HttpRequest,
     wizard: Wizard,
     task: Task,
-    pin: str,
+    pin: Pin,
     *,
     step_index: int,
     data: forms.Form | None,
@@ -216,7 +249,7 @@ async def _render(
     """Show one step. ``data`` is the bound form of this step when it has errors; otherwise the
     step's form starts from what was typed earlier (kept in the POST data)."""
     step = wizard.steps[step_index]
-    kwargs = wizard.form_kwargs(request, task, step.name)
+    kwargs = wizard.form_kwargs(request, pin, step.name)
     posted = request.POST if request.method == "POST" else {}
     form = data or step.form(initial=_initial(step.form, posted), **kwargs)
     own = set(form.fields)
@@ -226,11 +259,11 @@ async def _render(
         if name not in own and name not in _CONTROL_FIELDS
         for value in posted.getlist(name)  # type: ignore[attr-defined]
     ]
-    _action, _task, revision = signing.loads(pin, salt=_PIN_SALT)
+    revision = pin.revision
     context = {
         "wizard": wizard,
         "task": task,
-        "pin": pin,
+        "pin": pin.dumps(),
         "pinned_revision": revision,
         "moved": revision != task.revision,
         "steps": wizard.steps,

@@ -1,0 +1,48 @@
+"""Live notifications over the channel layer: the groups and message types the ledger, the
+console and the timeline agree on, and publishing that never fails a write.
+
+One group per task, ``orbit.task.<task_id>``, carries two message types:
+``ledger.operation`` (a new platform audit record, its detail in ``operation``) and
+``console.event`` (a new console event, in ``event``). Messages hold plain JSON types only, so
+that every channel layer can carry them.
+"""
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+logger = logging.getLogger("orbit.live")
+
+OPERATION_MESSAGE = "ledger.operation"
+CONSOLE_EVENT_MESSAGE = "console.event"
+
+publish_failures = 0  # read by the metrics endpoint
+
+
+def task_group(task_id: str) -> str:
+    """The group of one task (ASCII letters, digits and dots; well under 100 characters)."""
+    return f"orbit.task.{task_id}"
+
+
+def publish(group: str, message: dict[str, Any]) -> bool:
+    """Send to a group now. A failure is logged and counted, never raised: a write must not
+    fail because a notification could not go out (viewers catch up when they reconnect)."""
+    global publish_failures
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    try:
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:
+        publish_failures += 1
+        logger.exception("channel layer publish failed", extra={"group": group})
+        return False
+    return True
+
+
+def publish_on_commit(group: str, message: dict[str, Any]) -> None:
+    """Publish once the current transaction commits; nothing if it rolls back."""
+    transaction.on_commit(lambda: publish(group, message))

@@ -1,0 +1,86 @@
+"""Pages of a task's timeline: platform operations (keyset-paged by the API) merged with the
+console's events that fall in the same time window."""
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+
+from asgiref.sync import sync_to_async
+
+from orbit_console.client import OrbitClient, OrbitError
+from orbit_console.console.models import ConsoleEvent, OrbitCredential
+from orbit_console.console.people import Person
+from orbit_console.timeline.entries import Entry, from_event, from_operation, merged
+
+PAGE_SIZE = 20
+CONSOLE_ONLY_LIMIT = 200
+
+
+@dataclass
+class TimelinePage:
+    entries: list[Entry]
+    can_audit: bool
+    next_cursor: str | None  # the API's cursor for the next page of operations
+    until: datetime | None  # console events of the next page are older than this
+
+
+async def build_page(
+    orbit: OrbitClient,
+    person: Person,
+    task_id: str,
+    *,
+    cursor: str | None = None,
+    until: datetime | None = None,
+) -> TimelinePage:
+    can_audit = person.can("tasks:audit:read")
+    entries: list[Entry] = []
+    lower: datetime | None = None
+    next_cursor: str | None = None
+    if can_audit:
+        try:
+            page = await orbit.list_task_operations(task_id, limit=PAGE_SIZE, cursor=cursor)
+        except OrbitError as error:
+            if error.status != 403:
+                raise
+            can_audit = False  # the platform says no: show the console's events only
+        else:
+            details = await asyncio.gather(
+                *(orbit.get_task_operation(task_id, item.id) for item in page.items)
+            )
+            names = await actor_names({detail.actor_id for detail in details})
+            entries = [from_operation(detail, names) for detail in details]
+            next_cursor = page.next_cursor
+            if next_cursor and page.items:
+                lower = page.items[-1].created_at
+    events = await sync_to_async(_console_events)(task_id, lower, until, limited=not can_audit)
+    entries.extend(from_event(event) for event in events)
+    return TimelinePage(merged(entries), can_audit, next_cursor, lower)
+
+
+def _console_events(
+    task_id: str, lower: datetime | None, until: datetime | None, *, limited: bool
+) -> list[ConsoleEvent]:
+    events = ConsoleEvent.objects.filter(task_id=task_id).select_related("actor")
+    if lower is not None:
+        events = events.filter(created_at__gte=lower)
+    if until is not None:
+        events = events.filter(created_at__lt=until)
+    events = events.order_by("-created_at", "-id")
+    return list(events[:CONSOLE_ONLY_LIMIT] if limited else events)
+
+
+_names: dict[str, str] = {}
+
+
+async def actor_names(actor_ids: set[str]) -> dict[str, str]:
+    """The console's people behind platform actor ids (AU6), cached per process."""
+    missing = [actor_id for actor_id in actor_ids if actor_id not in _names]
+    if missing:
+        found = await sync_to_async(_lookup_names)(missing)
+        _names.update(found)
+    return {actor_id: _names[actor_id] for actor_id in actor_ids if actor_id in _names}
+
+
+def _lookup_names(actor_ids: list[str]) -> dict[str, str]:
+    credentials = OrbitCredential.objects.filter(actor_id__in=actor_ids).select_related("user")
+    return {credential.actor_id: credential.user.get_username() for credential in credentials}

@@ -1,0 +1,128 @@
+"""The live timeline of one task: ``/ws/tasks/<task_id>/timeline``.
+
+A thin consumer: authenticate (the session), authorise (the recovery API, with the person's
+own credential), join the task's group, and push each new entry as the same partial the page
+renders. The socket delivers only what the person may read over HTTP: authorisation is checked
+against the API on connect and again every ``TIMELINE_RECHECK_SECONDS``; a push never goes out
+on a check older than twice that, and a refusal closes the socket.
+"""
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from orbit_console.client import OrbitError, OutcomeUnknown
+from orbit_console.console.people import Person, load_person, orbit_client
+from orbit_console.lib.ids import is_id
+from orbit_console.lib.live import task_group
+from orbit_console.timeline import watcher
+from orbit_console.timeline.builder import actor_names
+from orbit_console.timeline.entries import from_event, from_operation
+from orbit_console.timeline.render import cookies_of, language_of, render_push, zone_of_scope
+
+logger = logging.getLogger("orbit.timeline")
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+
+
+class TaskTimelineConsumer(AsyncWebsocketConsumer):
+    person: Person
+    task_id: str
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        task_id = self.scope["url_route"]["kwargs"]["task_id"]
+        person = await database_sync_to_async(load_person)(user)
+        if not is_id(task_id) or person is None or not person.can("tasks:audit:read"):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.person, self.task_id = person, task_id
+        self.checked_at = 0.0
+        if not await self._authorised():
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        cookies = cookies_of(self.scope)
+        self.language = language_of(self.scope, cookies)
+        self.zone = zone_of_scope(cookies)
+        self.group = task_group(task_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.recheck = asyncio.create_task(self._recheck_forever())
+        if not settings.ORBIT_API_EMBEDDED and person.credential is not None:
+            watcher.watch(task_id, person.credential, self.channel_layer)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.recheck.cancel()
+            if not settings.ORBIT_API_EMBEDDED:
+                watcher.unwatch(self.task_id)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page only listens; anything it sends is ignored."""
+
+    # --- Authorisation ------------------------------------------------------------------------
+
+    async def _authorised(self) -> bool:
+        """Can this person read this task's operations over HTTP right now?"""
+        credential = self.person.credential
+        if credential is None:
+            return False
+        try:
+            async with orbit_client(credential) as orbit:
+                await orbit.list_task_operations(self.task_id, limit=1)
+        except OrbitError:
+            return False
+        except OutcomeUnknown:
+            # The API did not answer: keep the last verdict until it is too old to trust.
+            return self._fresh()
+        self.checked_at = time.monotonic()
+        return True
+
+    def _fresh(self) -> bool:
+        return time.monotonic() - self.checked_at < 2 * settings.TIMELINE_RECHECK_SECONDS
+
+    async def _recheck_forever(self) -> None:
+        while True:
+            await asyncio.sleep(settings.TIMELINE_RECHECK_SECONDS)
+            if not await self._authorised():
+                await self.close(code=CLOSE_FORBIDDEN)
+                return
+
+    async def _may_push(self) -> bool:
+        if self._fresh():
+            return True
+        if await self._authorised():
+            return True
+        await self.close(code=CLOSE_FORBIDDEN)
+        return False
+
+    # --- Pushes -------------------------------------------------------------------------------
+
+    async def ledger_operation(self, message: dict[str, Any]) -> None:
+        operation = message["operation"]
+        if operation.get("task_id") != self.task_id or not await self._may_push():
+            return
+        names = await actor_names({operation["actor_id"]})
+        await self.send(
+            text_data=render_push(
+                from_operation(operation, names), language=self.language, zone=self.zone
+            )
+        )
+
+    async def console_event(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        if event.get("task_id") != self.task_id or not await self._may_push():
+            return
+        await self.send(
+            text_data=render_push(from_event(event), language=self.language, zone=self.zone)
+        )

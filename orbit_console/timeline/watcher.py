@@ -1,0 +1,125 @@
+"""Watching tasks on an external Orbit, which has no in-process hook to announce operations.
+
+While someone in this process watches a task's timeline, one poller per task lists its newest
+operations with a viewer's credential and publishes the new ones to the task's group in the same
+message shape the embedded ledger uses. Polling is bounded (I4): it starts at
+``TIMELINE_POLL_SECONDS``, doubles while nothing changes up to ``TIMELINE_POLL_MAX_SECONDS``,
+and stops at ``TIMELINE_WATCH_DEADLINE_SECONDS`` (viewers then catch up when they reconnect) or
+when the last viewer leaves.
+"""
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+
+from orbit_console.client import OrbitError, OutcomeUnknown
+from orbit_console.console.models import OrbitCredential
+from orbit_console.console.people import orbit_client
+from orbit_console.lib.live import OPERATION_MESSAGE, task_group
+from orbit_console.lib.rfc3339 import format_utc
+
+logger = logging.getLogger("orbit.timeline.watcher")
+
+
+@dataclass
+class _Watch:
+    credential: OrbitCredential
+    viewers: int = 1
+    task: asyncio.Task[None] | None = None
+    seen: set[str] = field(default_factory=set)
+
+
+_watches: dict[str, _Watch] = {}
+
+
+def watch(task_id: str, credential: OrbitCredential, layer: Any) -> None:
+    current = _watches.get(task_id)
+    if current is not None and current.task is not None and not current.task.done():
+        current.viewers += 1
+        return
+    state = _Watch(credential=credential)
+    _watches[task_id] = state
+    state.task = asyncio.create_task(_poll(task_id, state, layer))
+
+
+def unwatch(task_id: str) -> None:
+    state = _watches.get(task_id)
+    if state is None:
+        return
+    state.viewers -= 1
+    if state.viewers <= 0:
+        if state.task is not None:
+            state.task.cancel()
+        _watches.pop(task_id, None)
+
+
+def watched() -> list[str]:
+    return list(_watches)
+
+
+async def _poll(task_id: str, state: _Watch, layer: Any) -> None:
+    deadline = time.monotonic() + settings.TIMELINE_WATCH_DEADLINE_SECONDS
+    delay = settings.TIMELINE_POLL_SECONDS
+    first = True
+    while time.monotonic() < deadline:
+        try:
+            messages = await _new_operations(task_id, state, publish=not first)
+        except (OrbitError, OutcomeUnknown) as exc:
+            logger.warning("watching %s: %s", task_id, exc)
+            messages = []
+        first = False
+        for message in messages:
+            await layer.group_send(task_group(task_id), message)
+        if messages:
+            delay = settings.TIMELINE_POLL_SECONDS
+        else:
+            delay = min(delay * 2, settings.TIMELINE_POLL_MAX_SECONDS)
+        await asyncio.sleep(delay)
+    _watches.pop(task_id, None)
+
+
+async def _new_operations(task_id: str, state: _Watch, *, publish: bool) -> list[dict[str, Any]]:
+    """Group messages for the operations not seen before (none on the first look, which only
+    learns what is already there), oldest first."""
+    async with orbit_client(state.credential) as orbit:
+        page = await orbit.list_task_operations(task_id, limit=20)
+        new_items = [item for item in page.items if item.id not in state.seen]
+        state.seen.update(item.id for item in new_items)
+        if not publish or not new_items:
+            return []
+        details = await asyncio.gather(
+            *(orbit.get_task_operation(task_id, item.id) for item in new_items)
+        )
+    messages = []
+    for detail in reversed(details):
+        operation: dict[str, Any] = {
+            "id": detail.id,
+            "task_id": detail.task_id,
+            "operation_id": detail.operation_id,
+            "actor_id": detail.actor_id,
+            "action": detail.action,
+            "created_at": format_utc(detail.created_at),
+            "reason": detail.reason,
+            "before": _plain(detail.before),
+            "after": _plain(detail.after),
+        }
+        if detail.evidence_ref is not None:
+            operation["evidence_ref"] = detail.evidence_ref
+        messages.append({"type": OPERATION_MESSAGE, "operation": operation})
+    return messages
+
+
+def _plain(value: Any) -> Any:
+    """Exact JSON values made safe for the channel layer (Decimals as their exact text)."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value

@@ -17,7 +17,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from orbit_console.ops.static import StaticFiles  # noqa: E402
-from orbit_console.timeline.routing import websocket_urlpatterns  # noqa: E402
+from orbit_console.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -221,9 +221,28 @@ ORBIT_API_CONNECT_TIMEOUT = float(env_int("ORBIT_API_CONNECT_TIMEOUT_SECONDS", 5
 ORBIT_TOKEN_KEYS = env_list("ORBIT_TOKEN_KEYS", [])
 if PRODUCTION and not ORBIT_TOKEN_KEYS:
     raise ImproperlyConfigured("ORBIT_TOKEN_KEYS is required when ORBIT_ENV=production")
-# The Orbit permissions each role implies (console.md, "Who sees what").
+# Four eyes (docs/approvals.md): per action, whether a supervisor must approve a decision
+# before it is sent, and how many distinct supervisors. Default: required, one approver.
+CONSOLE_APPROVAL_POLICY = {
+    action: {
+        "required": env_str(f"CONSOLE_{action.upper()}_APPROVAL", "required") != "off",
+        "approvers": env_int(f"CONSOLE_{action.upper()}_APPROVERS", 1, minimum=1),
+    }
+    for action in ("review", "retry")
+}
+for _action, _policy in CONSOLE_APPROVAL_POLICY.items():
+    if env_str(f"CONSOLE_{_action.upper()}_APPROVAL", "required") not in {"required", "off"}:
+        raise ImproperlyConfigured(f"CONSOLE_{_action.upper()}_APPROVAL must be required or off")
+CONSOLE_PROPOSAL_TTL_HOURS = env_int("CONSOLE_PROPOSAL_TTL_HOURS", 24, minimum=1)
+# The Orbit permissions each role implies (console.md, "Who sees what"): operators hold the
+# recovery permissions only for actions that need no approval; supervisors send approved ones.
 CONSOLE_ROLE_PERMISSIONS = {
-    "operator": ["tasks:read", "tasks:review", "tasks:retry"],
+    "operator": ["tasks:read"]
+    + [
+        f"tasks:{action}"
+        for action, rule in CONSOLE_APPROVAL_POLICY.items()
+        if not rule["required"]
+    ],
     "supervisor": ["tasks:read", "tasks:review", "tasks:retry"],
     "auditor": ["tasks:read", "tasks:audit:read"],
 }

@@ -1,6 +1,5 @@
 """Fixtures shared by every suite: the test database, real servers, seeded worlds, Chromium."""
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,10 +7,6 @@ from typing import Any
 
 import httpx
 import pytest
-
-# Playwright's sync API runs an event loop in the test thread; Django's ORM then refuses to
-# run there unless told that this thread is not really asynchronous.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 from tests.support.people import TestPerson, make_person
 from tests.support.proxy import FaultyProxy

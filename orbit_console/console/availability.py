@@ -6,21 +6,50 @@ again (RV1, RV2, RT1, RT6) and has the last word.
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
 from orbit_console.client import Task
-from orbit_console.console.people import Person
+from orbit_console.console.people import OPERATOR, SUPERVISOR, Person
+
+DIRECT = "direct"
+PROPOSE = "propose"
+
+
+def recovery_mode(person: Person, action: str) -> str | None:
+    """How this person may start a review or retry: ``propose`` it for a supervisor's approval
+    (when the policy requires one), send it ``direct`` (when it does not and their credential
+    holds the permission), or not at all (``None``)."""
+    if settings.CONSOLE_APPROVAL_POLICY[action]["required"]:
+        return PROPOSE if person.roles & {OPERATOR, SUPERVISOR} else None
+    if person.read_only or not person.can(f"tasks:{action}"):
+        return None
+    return DIRECT
 
 
 @dataclass
 class Availability:
     action: str
+    mode: str | None = None
     reasons: list[str] = field(default_factory=list)
 
     @property
     def allowed(self) -> bool:
         return not self.reasons
+
+
+def _mode_reasons(availability: Availability, person: Person) -> None:
+    availability.mode = recovery_mode(person, availability.action)
+    if availability.mode is not None:
+        return
+    if settings.CONSOLE_APPROVAL_POLICY[availability.action]["required"]:
+        availability.reasons.append(_("Only operators and supervisors can propose recoveries."))
+    else:
+        availability.reasons.append(
+            _("Your Orbit credential does not hold the tasks:%(action)s permission.")
+            % {"action": availability.action}
+        )
 
 
 def _execution_reasons(task: Task) -> list[str]:
@@ -43,8 +72,7 @@ def review_availability(task: Task, person: Person) -> Availability:
     """RV1, RV2."""
     availability = Availability("review")
     reasons = availability.reasons
-    if not person.can("tasks:review"):
-        reasons.append(_("Your Orbit credential does not hold the tasks:review permission."))
+    _mode_reasons(availability, person)
     if task.state != "NEEDS_REVIEW":
         reasons.append(
             _("Only a task in NEEDS_REVIEW can be reviewed; this one is %(state)s.")
@@ -63,8 +91,7 @@ def retry_availability(task: Task, person: Person) -> Availability:
     """RT1, RT6."""
     availability = Availability("retry")
     reasons = availability.reasons
-    if not person.can("tasks:retry"):
-        reasons.append(_("Your Orbit credential does not hold the tasks:retry permission."))
+    _mode_reasons(availability, person)
     if task.state == "NEEDS_REVIEW":
         reasons.append(_("The task is in NEEDS_REVIEW: review it first."))
     elif task.state == "SUCCEEDED":

@@ -46,6 +46,76 @@ class SubmissionState(models.TextChoices):
 OPEN_STATES = (SubmissionState.PENDING, SubmissionState.UNKNOWN, SubmissionState.RETRY_LATER)
 
 
+class ProposalState(models.TextChoices):
+    PENDING = "pending", _("Waiting for approval")
+    APPROVED = "approved", _("Approved and sent")
+    REJECTED = "rejected", _("Rejected by a supervisor")
+    WITHDRAWN = "withdrawn", _("Withdrawn by the proposer")
+    EXPIRED = "expired", _("Expired without being sent")
+
+
+class Proposal(models.Model):
+    """A recovery decision waiting for a supervisor's approval (four eyes).
+
+    Like a submission's request, the proposal's action, task, pinned revision, exact body and
+    idempotency key are fixed the moment it is made; the submission an approval creates sends
+    exactly these. ``decision_slot`` works as on ``Submission``: one live proposal per task
+    revision, freed when the proposal is rejected, withdrawn, expires, or the platform refuses it.
+    """
+
+    id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
+    action = models.CharField(max_length=8, choices=SubmissionAction.choices)
+    task_id = models.CharField(max_length=64, db_index=True)
+    expected_revision = models.CharField(max_length=24)
+    idempotency_key = models.CharField(max_length=80, unique=True)
+    body = models.TextField()
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="proposals"
+    )
+    required_approvals = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    decision_slot = models.CharField(max_length=100, null=True, blank=True, unique=True)
+    state = models.CharField(
+        max_length=12, choices=ProposalState.choices, default=ProposalState.PENDING
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["state", "created_at"], name="proposal_queue")]
+
+    def __str__(self) -> str:
+        return f"proposed {self.action} of {self.task_id} @ {self.expected_revision}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state == ProposalState.PENDING
+
+
+class Approval(models.Model):
+    """One supervisor's approval of a proposal."""
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.PROTECT, related_name="approvals")
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["proposal", "approver"], name="one_approval_per_person")
+        ]
+
+    def __str__(self) -> str:
+        return f"approval of {self.proposal_id} by {self.approver_id}"
+
+
 class Submission(models.Model):
     """One recovery decision and its request to the recovery API (C9, I1, I6).
 
@@ -69,6 +139,9 @@ class Submission(models.Model):
     )
     sent_as = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    proposal = models.OneToOneField(
+        Proposal, null=True, blank=True, on_delete=models.PROTECT, related_name="submission"
     )
     created_at = models.DateTimeField()
 
@@ -109,6 +182,12 @@ EVENT_LABELS = {
     "submission.retry_later": _("Not applied yet: try again later"),
     "submission.rejected": _("Rejected by the recovery API"),
     "submission.reconcile_stopped": _("Reconciler stopped: deadline passed"),
+    "proposal.proposed": _("Proposed for approval"),
+    "proposal.approved": _("Approved"),
+    "proposal.rejected": _("Rejected by a supervisor"),
+    "proposal.withdrawn": _("Withdrawn"),
+    "proposal.expired": _("Expired without being sent"),
+    "proposal.closed": _("Closed: the platform refused it"),
 }
 
 
@@ -122,6 +201,9 @@ class ConsoleEvent(models.Model):
     task_id = models.CharField(max_length=64)
     submission = models.ForeignKey(
         Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    proposal = models.ForeignKey(
+        Proposal, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -149,4 +231,5 @@ class ConsoleEvent(models.Model):
             "actor": self.actor.get_username() if self.actor is not None else "",
             "note": self.note,
             "submission_id": self.submission_id or "",
+            "proposal_id": self.proposal_id or "",
         }

@@ -28,9 +28,9 @@ from django.utils import timezone
 
 from orbit_console.client import OrbitError, OutcomeUnknown, RetryReceipt, ReviewReceipt
 from orbit_console.console.models import (
-    OPEN_STATES,
     ConsoleEvent,
     OrbitCredential,
+    Proposal,
     Submission,
     SubmissionAction,
     SubmissionState,
@@ -60,13 +60,16 @@ def submission_create(
     body: str,
     created_by: User,
     sent_as: User | None = None,
+    proposal: Proposal | None = None,
     note: str = "",
 ) -> Created:
     """Store a decision before it is sent. One decision per task revision: a second one for
-    the same revision returns the first instead (``created=False``)."""
+    the same revision returns the first instead (``created=False``). An approved proposal's
+    submission reuses the key the proposal stored when it was made."""
     now = timezone.now()
     submission_id = new_id()
     slot = decision_slot(task_id, expected_revision)
+    key = proposal.idempotency_key if proposal is not None else f"orbit-console-{submission_id}"
     try:
         with transaction.atomic():
             submission = Submission.objects.create(
@@ -74,10 +77,11 @@ def submission_create(
                 action=action,
                 task_id=task_id,
                 expected_revision=expected_revision,
-                idempotency_key=f"orbit-console-{submission_id}",
+                idempotency_key=key,
                 body=body,
                 created_by=created_by,
                 sent_as=sent_as or created_by,
+                proposal=proposal,
                 created_at=now,
                 decision_slot=slot,
                 next_attempt_at=now + timedelta(seconds=settings.CONSOLE_PENDING_GRACE_SECONDS),
@@ -97,21 +101,29 @@ def submission_create(
 def record_event(
     kind: str,
     *,
-    submission: Submission,
+    submission: Submission | None = None,
+    proposal: Proposal | None = None,
     actor: User | None,
     note: str = "",
     now: datetime | None = None,
 ) -> ConsoleEvent:
+    """Append to the console's record, and announce it on the task's group once committed."""
+    if proposal is None and submission is not None and submission.proposal_id:
+        proposal = submission.proposal
+    subject = submission or proposal
+    if subject is None:
+        raise ValueError("an event belongs to a submission or a proposal")
     event = ConsoleEvent.objects.create(
         kind=kind,
-        task_id=submission.task_id,
+        task_id=subject.task_id,
         submission=submission,
+        proposal=proposal,
         actor=actor,
         note=note,
         created_at=now or timezone.now(),
     )
     message = {"type": CONSOLE_EVENT_MESSAGE, "event": event.as_message_data()}
-    publish_on_commit(task_group(submission.task_id), message)
+    publish_on_commit(task_group(subject.task_id), message)
     return event
 
 
@@ -285,49 +297,10 @@ def _resolve(
             setattr(submission, name, value)
         submission.save()
         record_event(kind, submission=submission, actor=actor, note=note, now=now)
-
-
-# --- Reconciling ------------------------------------------------------------------------------
-
-
-def due_submissions(now: datetime, *, limit: int = 50) -> list[Submission]:
-    """Open submissions whose next attempt is due and whose deadline has not passed."""
-    return list(
-        Submission.objects.filter(
-            state__in=OPEN_STATES, next_attempt_at__lte=now, reconcile_deadline__gt=now
-        ).order_by("next_attempt_at")[:limit]
-    )
-
-
-def abandon_overdue(now: datetime) -> int:
-    """Stop resending submissions past their deadline; they stay open for a person to decide."""
-    overdue = list(
-        Submission.objects.filter(
-            state__in=OPEN_STATES, next_attempt_at__isnull=False, reconcile_deadline__lte=now
-        )
-    )
-    for submission in overdue:
-        with transaction.atomic():
-            updated = Submission.objects.filter(id=submission.id, next_attempt_at__isnull=False)
-            if updated.update(next_attempt_at=None):
-                record_event(
-                    "submission.reconcile_stopped",
-                    submission=submission,
-                    actor=None,
-                    note="the reconciler's deadline passed; a person must resend or check",
-                    now=now,
-                )
-    return len(overdue)
-
-
-async def reconcile_once(*, now: datetime | None = None) -> int:
-    """One pass of the reconciler: resend every due submission once. Returns how many."""
-    now = now or timezone.now()
-    await sync_to_async(abandon_overdue)(now)
-    due = await sync_to_async(due_submissions)(now)
-    for submission in due:
-        try:
-            await submission_send(submission, actor=None)
-        except Exception:
-            logger.exception("reconciling submission %s failed", submission.id)
-    return len(due)
+        if state == SubmissionState.REJECTED and submission.proposal is not None:
+            # The platform refused an approved proposal: it is closed with that answer; a new
+            # decision needs a new proposal.
+            Proposal.objects.filter(id=submission.proposal_id).update(decision_slot=None)
+            record_event(
+                "proposal.closed", proposal=submission.proposal, actor=actor, note=note, now=now
+            )

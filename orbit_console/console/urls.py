@@ -1,6 +1,6 @@
 from django.urls import path
 
-from orbit_console.console.views import queue, submissions, tasks, wizards
+from orbit_console.console.views import approvals, queue, submissions, tasks, wizards
 
 app_name = "console"
 
@@ -14,5 +14,20 @@ urlpatterns = [
         "submissions/<str:submission_id>/resend",
         submissions.submission_resend,
         name="submission_resend",
+    ),
+    path("approvals", approvals.approvals_queue, name="approvals"),
+    path("proposals/<str:proposal_id>", approvals.proposal_detail, name="proposal"),
+    path(
+        "proposals/<str:proposal_id>/approve",
+        approvals.proposal_approve_view,
+        name="proposal_approve",
+    ),
+    path(
+        "proposals/<str:proposal_id>/reject", approvals.proposal_reject_view, name="proposal_reject"
+    ),
+    path(
+        "proposals/<str:proposal_id>/withdraw",
+        approvals.proposal_withdraw_view,
+        name="proposal_withdraw",
     ),
 ]

@@ -47,6 +47,7 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
             return
         self.person, self.task_id = person, task_id
         self.checked_at = 0.0
+        self.refused = False
         if not await self._authorised():
             await self.close(code=CLOSE_FORBIDDEN)
             return
@@ -95,16 +96,23 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
         while True:
             await asyncio.sleep(settings.TIMELINE_RECHECK_SECONDS)
             if not await self._authorised():
-                await self.close(code=CLOSE_FORBIDDEN)
+                await self._refuse()
                 return
 
     async def _may_push(self) -> bool:
-        if self._fresh():
-            return True
-        if await self._authorised():
-            return True
-        await self.close(code=CLOSE_FORBIDDEN)
+        if not self.refused and (self._fresh() or await self._authorised()):
+            return not self.refused
+        await self._refuse()
         return False
+
+    async def _refuse(self) -> None:
+        """Leave the group at once and close: the socket must not push another entry on the
+        earlier verdict while the server is still closing it."""
+        if self.refused:
+            return
+        self.refused = True
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+        await self.close(code=CLOSE_FORBIDDEN)
 
     # --- Pushes -------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ class Entry:
     after: Any = None
     note: str = ""
     submission_id: str = ""
+    proposal_id: str = ""
     changes: list[tuple[str, str, str]] = field(default_factory=list)  # (what, before, after)
     new_task_id: str = ""
     source_task_id: str = ""
@@ -136,6 +137,7 @@ def from_event(event: ConsoleEvent | dict[str, Any]) -> Entry:
         actor=data.get("actor") or "",
         note=data.get("note") or "",
         submission_id=data.get("submission_id") or "",
+        proposal_id=data.get("proposal_id") or "",
     )
 
 

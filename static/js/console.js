@@ -76,15 +76,16 @@
       .catch(function () { /* the next reconnect tries again */ });
   }
 
-  function setLive(text, state) {
-    var badge = document.getElementById("timeline-live");
-    if (badge) { badge.textContent = badge.dataset[state] || text; badge.dataset.state = state; }
+  function setLive(socketElement, state) {
+    var badge = socketElement.querySelector(".flag.live");
+    if (badge) { badge.textContent = badge.dataset[state] || state; badge.dataset.state = state; }
   }
 
+  // A pushed item already on the page is a duplicate (the same id): drop the message.
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
     var template = document.createElement("template");
     template.innerHTML = event.detail.message;
-    var item = template.content.querySelector("li[id]");
+    var item = template.content.querySelector("[data-live-item][id]");
     if (item && document.getElementById(item.id)) { event.preventDefault(); }
   });
   document.addEventListener("htmx:wsAfterMessage", function (event) {
@@ -93,10 +94,13 @@
       var notice = document.getElementById("task-changed");
       if (notice) { notice.hidden = false; }
     }
+    var rows = document.getElementById("proposal-rows");
+    var none = document.getElementById("no-proposals");
+    if (rows && none) { none.hidden = rows.children.length > 0; }
   });
   document.addEventListener("htmx:wsOpen", function (event) {
-    setLive("live", "live");
-    resync(event.detail.elt || event.target);
+    setLive(event.target, "live");
+    resync(event.target);
   });
-  document.addEventListener("htmx:wsClose", function () { setLive("reconnecting", "reconnecting"); });
+  document.addEventListener("htmx:wsClose", function (event) { setLive(event.target, "reconnecting"); });
 })();

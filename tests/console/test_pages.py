@@ -25,12 +25,13 @@ from tests.console.web import (
     task_links,
     text_of,
 )
-from tests.support.orbit import bearer, get_task, post, retry, review, review_body
+from tests.support.orbit import bearer, get_task, post, retry, review_body
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
+CHAIN = r'<nav class="callout info" aria-label="Retry chain">.*?</nav>'
 
 
 @pytest.fixture
@@ -48,9 +49,7 @@ def auditor(orbit_server: DaphneServer, people: dict[str, TestPerson]) -> Any:
 def assert_strict_csp(response: httpx.Response) -> None:
     """A strict Content-Security-Policy, and nothing on the page that would need a weaker one."""
     policy = response.headers.get("content-security-policy", "")
-    directives = {
-        part.split()[0]: part.split()[1:] for part in policy.split(";") if part.strip()
-    }
+    directives = {part.split()[0]: part.split()[1:] for part in policy.split(";") if part.strip()}
     assert directives.get("default-src") == ["'none'"], policy
     assert directives.get("script-src") == ["'self'"], policy
     assert directives.get("style-src") == ["'self'"], policy
@@ -206,10 +205,8 @@ def test_work_queue_explains_an_invalid_queue_id_inline(
 
 def test_work_queue_pages_with_keyset_links(operator: Console, world: dict[str, Any]) -> None:
     created = {park_task(world["queue_id"], business_key=f"bulk:{n}") for n in range(30)}
-    seeded = {
-        world["tasks"][name]
-        for name in ("needs_review", "needs_review_2", "needs_review_leased", "needs_review_workflow")
-    }
+    names = ("needs_review", "needs_review_2", "needs_review_leased", "needs_review_workflow")
+    seeded = {world["tasks"][name] for name in names}
 
     first = operator.get("/")
     review_section = section(first.text, "review")
@@ -251,9 +248,7 @@ def test_work_queue_paging_keeps_the_filters(operator: Console, world: dict[str,
 def test_htmx_request_gets_only_the_results_fragment(
     operator: Console, world: dict[str, Any]
 ) -> None:
-    fragment = operator.get(
-        "/", params={"state": "FAILED"}, headers={"HX-Request": "true"}
-    )
+    fragment = operator.get("/", params={"state": "FAILED"}, headers={"HX-Request": "true"})
     assert fragment.status_code == 200
     body = fragment.text.strip()
     assert body.startswith('<div id="results">')
@@ -347,14 +342,12 @@ def test_task_page_links_the_retry_chain_both_ways(
     successor = answer.json()["data"]["task"]["id"]
 
     source_page = operator.get(f"/tasks/{source}")
-    chain = element(source_page.text, r'<nav class="callout info" aria-label="Retry chain">.*?</nav>')
+    chain = element(source_page.text, CHAIN)
     assert "retried as" in text_of(chain)
     assert f'href="/tasks/{successor}"' in chain
 
     successor_page = operator.get(f"/tasks/{successor}")
-    chain = element(
-        successor_page.text, r'<nav class="callout info" aria-label="Retry chain">.*?</nav>'
-    )
+    chain = element(successor_page.text, CHAIN)
     assert "manual retry of" in text_of(chain)
     assert f'href="/tasks/{source}"' in chain
     assert "WAITING" in text_of(successor_page.text)
@@ -434,29 +427,29 @@ def make_operator(world: dict[str, Any]) -> TestPerson:
     return make_person(world, "operator")
 
 
+def timeline_of(html: str) -> str:
+    return element(html, r'<section aria-labelledby="timeline-title".*?</section>')
+
+
 def test_auditor_sees_the_platform_audit_and_operator_sees_why_not(
     operator: Console, auditor: Console, world: dict[str, Any]
 ) -> None:
     task_id = world["tasks"]["needs_review"]
-    audit = element(
-        auditor.get(f"/tasks/{task_id}").text, r'<section aria-labelledby="audit-title">.*?</section>'
-    )
-    entries = re.findall(r'<li class="source-platform"><strong>([^<]+)</strong>', audit)
-    assert entries == ["task.execution_result", "task.accepted"]
+    audit = timeline_of(auditor.get(f"/tasks/{task_id}").text)
+    platform = re.findall(r'<li id="entry-op-[^"]+" class="source-platform"', audit)
+    assert len(platform) == 2
+    actions = re.findall(r"&quot;action&quot;: &quot;([a-z_.]+)&quot;", audit)
+    assert actions == ["task.execution_result", "task.accepted"]
+    assert "connection reset" in text_of(audit)  # the execution result's reason
+    assert "tasks:audit:read" not in text_of(audit)
 
-    hidden = text_of(
-        element(
-            operator.get(f"/tasks/{task_id}").text,
-            r'<section aria-labelledby="audit-title">.*?</section>',
-        )
-    )
-    assert "does not hold tasks:audit:read" in hidden
-    assert "task.accepted" not in hidden
+    hidden = timeline_of(operator.get(f"/tasks/{task_id}").text)
+    assert "does not hold tasks:audit:read" in text_of(hidden)
+    assert "source-platform" not in hidden
+    assert "task.accepted" not in hidden and "connection reset" not in hidden
 
 
-def test_auditor_is_never_offered_review_or_retry(
-    auditor: Console, world: dict[str, Any]
-) -> None:
+def test_auditor_is_never_offered_review_or_retry(auditor: Console, world: dict[str, Any]) -> None:
     for name, task_id in world["tasks"].items():
         page = auditor.get(f"/tasks/{task_id}")
         assert page.status_code == 200, name
@@ -577,7 +570,8 @@ def test_every_html_page_carries_a_strict_csp(
     operator: Console, auditor: Console, orbit_server: DaphneServer, world: dict[str, Any]
 ) -> None:
     task_id = world["tasks"]["needs_review"]
-    submission_id, submission_page = review_through_console(operator, world["tasks"]["needs_review_2"])
+    other = world["tasks"]["needs_review_2"]
+    submission_id, submission_page = review_through_console(operator, other)
     responses = {
         "sign-in": httpx.get(f"{orbit_server.url}/signin"),
         "work queue": operator.get("/"),
@@ -603,7 +597,9 @@ def test_every_html_page_carries_a_strict_csp(
 # --- Languages ----------------------------------------------------------------------------------
 
 
-def test_language_follows_the_browser(orbit_server: DaphneServer, people: dict[str, TestPerson]) -> None:
+def test_language_follows_the_browser(
+    orbit_server: DaphneServer, people: dict[str, TestPerson]
+) -> None:
     with Console(orbit_server.url, headers={"Accept-Language": "zh-Hans"}) as chinese:
         assert '<html lang="zh-hans">' in chinese.get("/signin").text
         chinese.sign_in(people["operator"])

@@ -88,6 +88,11 @@ class DaphneServer:
             time.sleep(0.1)
         raise RuntimeError(f"{self.name} did not start; see {self.log_path}")
 
+    def restart(self) -> "DaphneServer":
+        """Stop and start again on the same port (clients see their connections drop)."""
+        self.stop()
+        return self.start()
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 
 from orbit_console.client import Page, TaskSummary
 from orbit_console.console.forms import WorkQueueFilters
-from orbit_console.console.models import OPEN_STATES, Submission
+from orbit_console.console.models import OPEN_STATES, Proposal, ProposalState, Submission
 from orbit_console.console.views.common import arender, client, console_view
 
 PAGE_SIZE = 25
@@ -82,9 +82,18 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "sections": sections,
         "open_submissions": await sync_to_async(_open_submissions)(request),
+        "open_proposals": await sync_to_async(_open_proposals)(request),
     }
     template = "console/work_queue.html#results" if request.htmx else "console/work_queue.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)
+
+
+def _open_proposals(request: HttpRequest) -> list[Proposal]:
+    return list(
+        Proposal.objects.filter(
+            proposed_by_id=request.user.pk, state=ProposalState.PENDING
+        ).order_by("-created_at")[:20]
+    )
 
 
 def _open_submissions(request: HttpRequest) -> list[Submission]:

@@ -9,7 +9,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from orbit_console.client import OrbitError, OutcomeUnknown, Task
-from orbit_console.console.models import ConsoleEvent, Submission, SubmissionState
+from orbit_console.console.models import ConsoleEvent, Submission
 from orbit_console.console.people import Person
 from orbit_console.console.submissions import submission_send
 from orbit_console.console.views.common import arender, client, console_view
@@ -35,13 +35,12 @@ async def submission_detail(request: HttpRequest, submission_id: str) -> HttpRes
     person: Person = request.person  # type: ignore[attr-defined]
     current: Task | None = None
     current_error: str | None = None
-    if submission.state != SubmissionState.SUCCEEDED or submission.error_code:
-        # Beside a conflict or an unknown outcome, show the task as it is now.
-        try:
-            async with client(request) as orbit:
-                current = await orbit.get_task(submission.task_id)
-        except (OrbitError, OutcomeUnknown) as exc:
-            current_error = str(exc)
+    # Beside the submission — a receipt, a conflict, an unknown outcome — the task as it is now.
+    try:
+        async with client(request) as orbit:
+            current = await orbit.get_task(submission.task_id)
+    except (OrbitError, OutcomeUnknown) as exc:
+        current_error = str(exc)
     context = {
         "submission": submission,
         "events": events,

@@ -26,14 +26,23 @@ from django.views.decorators.http import require_http_methods
 from orbit_console.client import RetryTaskRequest, ReviewTaskRequest, Task
 from orbit_console.console import forms as wizard_forms
 from orbit_console.console.availability import (
+    PROPOSE,
     Availability,
+    recovery_mode,
     retry_availability,
     review_availability,
 )
 from orbit_console.console.people import Person
+from orbit_console.console.proposals import proposal_create
 from orbit_console.console.submissions import submission_create, submission_send
-from orbit_console.console.views.common import arender, client, console_view
+from orbit_console.console.views.common import (
+    NoCredentialError,
+    arender,
+    client,
+    console_view,
+)
 from orbit_console.console.views.tasks import task_id_or_404
+from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
 
 _PIN_SALT = "orbit.console.wizard.pin"
 _CONTROL_FIELDS = {"csrfmiddlewaretoken", "pin", "step", "nav"}
@@ -49,7 +58,6 @@ class Step:
 @dataclass(frozen=True)
 class Wizard:
     action: str
-    permission: str
     title: Any
     steps: tuple[Step, ...]
     availability: Callable[[Task, Person], Availability]
@@ -58,13 +66,19 @@ class Wizard:
 
 
 def _review_body(revision: str, data: dict[str, Any]) -> str:
-    return ReviewTaskRequest(
+    request = ReviewTaskRequest(
         expected_revision=revision,
         reason=data["reason"],
         evidence_ref=data["evidence_ref"],
         outcome=data["outcome"],
         result=data["result"],
-    ).to_json(indent=2)
+    )
+    pretty = request.to_json(indent=2)
+    # The API measures the result as sent (O5) and the whole body (C6): indenting a large
+    # result can multiply it past both limits, so a large decision is sent compact.
+    if len(pretty.encode()) > MAX_RESULT_BYTES:
+        return request.to_json()
+    return pretty
 
 
 def _retry_body(revision: str, data: dict[str, Any]) -> str:
@@ -91,7 +105,6 @@ def _retry_kwargs(request: HttpRequest, pin: "Pin", step: str) -> dict[str, Any]
 
 REVIEW = Wizard(
     action="review",
-    permission="tasks:review",
     title=gettext_lazy("Review"),
     steps=(
         Step("verify", gettext_lazy("Verify"), wizard_forms.ReviewVerifyForm),
@@ -105,7 +118,6 @@ REVIEW = Wizard(
 
 RETRY = Wizard(
     action="retry",
-    permission="tasks:retry",
     title=gettext_lazy("Retry"),
     steps=(
         Step("verify", gettext_lazy("Verify"), wizard_forms.RetryVerifyForm),
@@ -133,7 +145,10 @@ async def retry_wizard(request: HttpRequest, task_id: str) -> HttpResponse:
 async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpResponse:
     task_id = task_id_or_404(task_id)
     person: Person = request.person  # type: ignore[attr-defined]
-    if person.read_only or not person.can(wizard.permission):
+    if person.credential is None:
+        raise NoCredentialError  # explained on its own page, not as a bare 403
+    mode = recovery_mode(person, wizard.action)
+    if mode is None:
         raise PermissionDenied
     if request.method == "GET":
         task = await _read_task(request, task_id)
@@ -172,7 +187,31 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
         )
     # The decision is complete. Store it before anything else can fail, then send it: from here
     # on nothing depends on the API answering (an unreachable API means "outcome unknown").
+    if mode == PROPOSE:
+        return await _propose(request, wizard, pin, cleaned)
     return await _submit(request, wizard, pin, cleaned)
+
+
+async def _propose(
+    request: HttpRequest, wizard: Wizard, pin: "Pin", cleaned: dict[str, Any]
+) -> HttpResponse:
+    """Four eyes: the decision waits for a supervisor, exactly as it would have been sent."""
+    outcome = await sync_to_async(proposal_create)(
+        action=wizard.action,
+        task_id=pin.task_id,
+        expected_revision=pin.revision,
+        body=wizard.build_body(pin.revision, cleaned),
+        proposed_by=request.user,  # type: ignore[arg-type]
+    )
+    if outcome.created:
+        messages.success(request, _("Your proposal waits for a supervisor's approval."))
+    else:
+        messages.info(
+            request,
+            _("A decision for this task at revision %(revision)s had already been proposed.")
+            % {"revision": pin.revision},
+        )
+    return HttpResponseRedirect(reverse("console:proposal", args=[outcome.proposal.id]), status=303)
 
 
 async def _submit(
@@ -272,6 +311,7 @@ async def _render(
         "form": form,
         "carry": carry,
         "availability": wizard.availability(task, request.person),  # type: ignore[attr-defined]
+        "proposing": recovery_mode(request.person, wizard.action) == PROPOSE,  # type: ignore[attr-defined]
         "body": wizard.build_body(revision, cleaned)
         if cleaned and step.name == "confirm"
         else None,

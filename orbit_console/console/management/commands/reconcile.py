@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from orbit_console.console.submissions import reconcile_once
+from orbit_console.console.reconciler import reconcile_once
 
 
 class Command(BaseCommand):

@@ -1,0 +1,760 @@
+"""How long a new audit entry takes to reach the people watching a task's live timeline.
+
+    uv run python bench/timeline_latency.py [--viewers 1,10,50] [--events 30]
+        [--database-url mysql://root@127.0.0.1:3306/orbit_bench] [--redis-url redis://...]
+
+The script builds its own world and measures the real path end to end:
+
+1. A fresh database (an SQLite file under ``var/bench/``, or the MySQL/MariaDB database named in
+   ``--database-url``, dropped and created again; its name must contain "bench"), migrated with
+   ``manage.py migrate`` and seeded with ``manage.py orbit seed``.
+2. In this process (Django set up on the same ``DATABASE_URL``): up to 10 console people with the
+   auditor role, and one task in NEEDS_REVIEW per measured event (accepted, started, finished with
+   an unknown outcome: revision 3), so that every event is a valid, distinct review.
+3. One real ``daphne`` process serving the console and the embedded recovery API, with the
+   in-memory channel layer or, with ``--redis-url``, the Redis one.
+4. For each N and each event k: N WebSocket clients (the ``websockets`` package, spread over the
+   people, each with its own session cookie and an Origin header) plus one real Chromium page
+   open task k's timeline; after every socket is accepted (the consumer has authorised the
+   person against the API and joined the task's group) the script waits a settle time, then
+   reviews task k through the recovery API over HTTP with the admin token. That review writes
+   one ``task.review`` audit record; its id is in the receipt and in the pushed fragment
+   (``id="entry-op-<audit id>"``). The sockets are closed before the next event.
+
+Latency of one (viewer, event) = the wall-clock time the fragment arrived at the client (or the
+browser's MutationObserver saw ``li#entry-op-<id>`` inserted) minus the audit record's
+``created_at`` (read back from ``GET /v1/tasks/{id}/operations/{audit_id}``). The ledger takes
+``created_at`` inside the review's transaction, a few writes before the commit, so this slightly
+overstates commit-to-arrival. A second view is arrival minus the moment the review's HTTP
+response reached the script. Same machine, same clock.
+
+The settle times are spread evenly over one re-check period of the consumers
+(``TIMELINE_RECHECK_SECONDS``), so the events sample every phase of the periodic authorisation
+re-checks that the open sockets make against the API.
+
+Results: a table on stdout and ``var/bench/timeline_latency[-<label>].json``. Numbers are
+written up in docs/performance.md; they are never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "var" / "bench"
+MAX_PEOPLE = 10
+ARRIVAL_TIMEOUT = 15.0
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+ENTRY_OP = re.compile(r'id="entry-op-([0-9a-f]{32})"')
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+# Installed in the page before its own scripts run (Playwright injects it over the DevTools
+# protocol, so the page's CSP does not apply): the wall-clock time at which each platform entry
+# first enters the DOM, by audit id.
+OBSERVER_JS = """
+(() => {
+  const seen = {};
+  window.__orbitSeen = seen;
+  const note = (node) => {
+    if (node.nodeType !== 1) { return; }
+    const stamp = performance.timeOrigin + performance.now();
+    const found = node.matches('li[id^="entry-op-"]') ? [node] : [];
+    node.querySelectorAll('li[id^="entry-op-"]').forEach((item) => found.push(item));
+    for (const item of found) {
+      const id = item.id.slice("entry-op-".length);
+      if (!(id in seen)) { seen[id] = stamp; }
+    }
+  };
+  new MutationObserver((records) => {
+    for (const record of records) { record.addedNodes.forEach(note); }
+  }).observe(document, { childList: true, subtree: true });
+})();
+"""
+
+
+# --- Results ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    viewers: int
+    event: int
+    client: str  # "ws-<i>" or "browser"
+    audit_id: str
+    commit_to_arrival_ms: float | None  # None: never arrived
+    response_to_arrival_ms: float | None
+
+
+@dataclass
+class Round:
+    viewers: int
+    event: int
+    task_id: str
+    audit_id: str
+    connect_s: float
+    settle_s: float
+    review_ms: float  # the review's HTTP round trip, as the script saw it
+    created_to_response_ms: float
+
+
+@dataclass
+class Phase:
+    viewers: int
+    server_cpu_s: float = 0.0
+    wall_s: float = 0.0
+    load_before: str = ""
+    load_after: str = ""
+    rounds: list[Round] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (with few values the high ones are simply the maximum)."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-fraction * len(ordered) // 1))))
+    return ordered[rank - 1]
+
+
+def summary(values: Sequence[float | None]) -> dict[str, Any]:
+    present = [value for value in values if value is not None]
+    missing = len(values) - len(present)
+    if not present:
+        return {"count": 0, "lost": missing}
+    return {
+        "count": len(present),
+        "lost": missing,
+        "p50": round(percentile(present, 0.50), 2),
+        "p95": round(percentile(present, 0.95), 2),
+        "p99": round(percentile(present, 0.99), 2),
+        "max": round(max(present), 2),
+    }
+
+
+# --- Machine ------------------------------------------------------------------------------------
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (and its waited-for children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(value) for value in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# --- Database and world -------------------------------------------------------------------------
+
+
+def fresh_database(database_url: str | None) -> str:
+    """A new, empty database; returns its DATABASE_URL."""
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    if not database_url or database_url.startswith("sqlite"):
+        path = BENCH_DIR / "timeline.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return f"sqlite:///{path}"
+    import dj_database_url
+    import MySQLdb
+
+    config = dj_database_url.parse(database_url)
+    name = str(config["NAME"])
+    if not re.fullmatch(r"[A-Za-z0-9_]+", name) or "bench" not in name:
+        raise SystemExit(f"refusing to drop {name!r}: the database name must contain 'bench'")
+    server = MySQLdb.connect(
+        host=str(config.get("HOST") or "127.0.0.1"),
+        port=int(config.get("PORT") or 3306),
+        user=str(config.get("USER") or "root"),
+        password=str(config.get("PASSWORD") or ""),
+    )
+    try:
+        cursor = server.cursor()
+        cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    finally:
+        server.close()
+    return database_url
+
+
+def server_env(database_url: str, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "DATABASE_URL": database_url, **extra}
+    for name in ("REDIS_URL", "ORBIT_API_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+def manage(database_url: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=server_env(database_url),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
+    return done.stdout
+
+
+@dataclass
+class World:
+    namespace_id: str
+    admin_token: str
+    people: list[tuple[str, str]]  # (username, password)
+    tasks: list[str]  # NEEDS_REVIEW tasks at revision 3, one per event
+
+
+def build_world(database_url: str, *, people: int, tasks: int) -> World:
+    """Seed a namespace, then add the auditors and the tasks to review, in this process."""
+    seeded = json.loads(manage(database_url, "orbit", "seed"))
+    os.environ["DATABASE_URL"] = database_url  # before django.setup(): settings read it
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbit_console.settings")
+    os.environ.pop("REDIS_URL", None)
+    os.environ.pop("ORBIT_API_URL", None)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import Group, User
+    from django.db import connections, transaction
+
+    from orbit_console.console.credentials import mint_embedded
+    from orbit_console.ledger.lifecycle import (
+        RetryPolicy,
+        actor_id_for,
+        attempt_finish,
+        attempt_start,
+        task_accept,
+    )
+    from orbit_console.ledger.models import AttemptOutcome, Queue
+
+    namespace_id = seeded["namespace_id"]
+    accounts: list[tuple[str, str]] = []
+    with transaction.atomic():
+        auditor = Group.objects.get_or_create(name="auditor")[0]
+        for index in range(people):
+            username, password = f"bench-auditor-{index}", secrets.token_urlsafe(12)
+            user = User.objects.create_user(username=username, password=password)
+            user.groups.set([auditor])
+            mint_embedded(user=user, roles=frozenset({"auditor"}), namespace_id=namespace_id)
+            accounts.append((username, password))
+
+        queue = Queue.objects.get(id=seeded["queue_id"])
+        submitter = actor_id_for(namespace_id, "submitter")
+        worker = actor_id_for(namespace_id, "bench-worker")
+        task_ids: list[str] = []
+        for index in range(tasks):
+            task = task_accept(
+                queue=queue,
+                actor_id=submitter,
+                handler="object.prepare",
+                payload='{"object_ref":"objects/bench"}',
+                business_key=f"bench:{index}",
+                retry=RetryPolicy(max_attempts=1, attempt_timeout_ms=10_000),
+            )
+            attempt_start(task=task, worker_id="bench-worker")
+            task = attempt_finish(
+                task=task, worker_actor_id=worker, outcome=AttemptOutcome.UNKNOWN, error="lost"
+            )
+            task_ids.append(task.id)
+    connections.close_all()
+    return World(namespace_id, seeded["tokens"]["admin"], accounts, task_ids)
+
+
+# --- The server ---------------------------------------------------------------------------------
+
+
+class Daphne:
+    def __init__(self, database_url: str, redis_url: str | None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        extra = {"ORBIT_EMBEDDED_API_URL": self.url}
+        if redis_url:
+            extra["REDIS_URL"] = redis_url
+        self.env = server_env(database_url, **extra)
+        self.log_path = BENCH_DIR / "daphne.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "orbit_console.asgi:application",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"daphne exited; see {self.log_path}")
+            try:
+                if httpx.get(f"{self.url}/health/live", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit(f"daphne did not start; see {self.log_path}")
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# --- Clients ------------------------------------------------------------------------------------
+
+
+async def sign_in(base: str, username: str, password: str) -> str:
+    """Sign in through the form, as a browser would; returns the session cookie."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        page = await http.get("/signin")
+        match = CSRF_INPUT.search(page.text)
+        assert match, "the sign-in page carries no CSRF token"
+        response = await http.post(
+            "/signin",
+            data={"csrfmiddlewaretoken": match[1], "username": username, "password": password},
+        )
+        session = http.cookies.get("sessionid")
+        if response.status_code != 302 or not session:
+            raise SystemExit(f"could not sign in as {username}: {response.status_code}")
+        return session
+
+
+class Viewer:
+    """One WebSocket client on a task's timeline, noting when each platform entry arrives."""
+
+    def __init__(self, name: str, ws: ClientConnection) -> None:
+        self.name = name
+        self.ws = ws
+        self.seen: dict[str, float] = {}
+        self.changed = asyncio.Event()
+        self.listener = asyncio.create_task(self._listen())
+
+    async def _listen(self) -> None:
+        try:
+            async for message in self.ws:
+                now = time.time()
+                text = message if isinstance(message, str) else message.decode()
+                for match in ENTRY_OP.finditer(text):
+                    self.seen.setdefault(match[1], now)
+                self.changed.set()
+        except ConnectionClosed:
+            pass
+        self.changed.set()
+
+    async def arrival(self, audit_id: str, timeout: float) -> float | None:
+        deadline = time.monotonic() + timeout
+        while audit_id not in self.seen:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.listener.done():
+                return None
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), remaining)
+            except TimeoutError:
+                return None
+        return self.seen[audit_id]
+
+    async def close(self) -> None:
+        await self.ws.close()
+        await self.listener
+
+
+async def open_viewers(base: str, task_id: str, sessions: list[str], count: int) -> list[Viewer]:
+    url = base.replace("http://", "ws://") + f"/ws/tasks/{task_id}/timeline"
+    gate = asyncio.Semaphore(10)
+
+    async def one(index: int) -> Viewer:
+        async with gate:
+            ws = await connect(
+                url,
+                origin=base,  # type: ignore[arg-type]
+                additional_headers={"Cookie": f"sessionid={sessions[index % len(sessions)]}"},
+                open_timeout=60,
+            )
+        return Viewer(f"ws-{index}", ws)
+
+    return list(await asyncio.gather(*(one(index) for index in range(count))))
+
+
+class Browser:
+    """One real Chromium page, signed in as an auditor, timing DOM insertions."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    async def start(self, username: str, password: str) -> None:
+        from playwright.async_api import async_playwright
+
+        self.playwright = await async_playwright().start()
+        self.browser = await self.playwright.chromium.launch(
+            executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS
+        )
+        context = await self.browser.new_context()
+        context.set_default_timeout(60_000)
+        await context.add_init_script(OBSERVER_JS)
+        self.page = await context.new_page()
+        await self.page.goto(f"{self.base}/signin")
+        await self.page.fill("#id_username", username)
+        await self.page.fill("#id_password", password)
+        await self.page.click("form:has(#id_username) button[type=submit]")
+        await self.page.wait_for_url(lambda url: "/signin" not in url)
+
+    async def open_task(self, task_id: str) -> None:
+        await self.page.goto(f"{self.base}/tasks/{task_id}")
+        await self.page.wait_for_selector('#timeline-live[data-state="live"]')
+
+    async def arrival(self, audit_id: str, timeout: float) -> float | None:
+        try:
+            await self.page.wait_for_function(
+                "id => window.__orbitSeen && id in window.__orbitSeen",
+                arg=audit_id,
+                timeout=timeout * 1000,
+            )
+        except Exception:
+            return None
+        stamp: float = await self.page.evaluate("id => window.__orbitSeen[id]", audit_id)
+        return stamp / 1000
+
+    async def stop(self) -> None:
+        await self.browser.close()
+        await self.playwright.stop()
+
+
+# --- The measurement ----------------------------------------------------------------------------
+
+
+def review_body() -> str:
+    return json.dumps(
+        {
+            "expected_revision": "3",
+            "reason": "Benchmark: the object store shows the write never happened",
+            "evidence_ref": "evidence:bench",
+            "execution_settled": True,
+            "outcome": "FAILED",
+            "result": {"confirmed": True},
+        }
+    )
+
+
+def utc_seconds(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+async def measure(
+    args: argparse.Namespace, server: Daphne, world: World, counts: list[int]
+) -> list[Phase]:
+    base = server.url
+    sessions = [await sign_in(base, name, password) for name, password in world.people]
+    browser: Browser | None = None
+    if not args.no_browser:
+        browser = Browser(base)
+        await browser.start(*world.people[0])
+    api = httpx.AsyncClient(
+        base_url=base,
+        timeout=30,
+        headers={"Authorization": f"Bearer {world.admin_token}"},
+    )
+    tasks = iter(world.tasks)
+    phases: list[Phase] = []
+    try:
+        for count in counts:
+            phase = Phase(viewers=count, load_before=loadavg())
+            cpu_before, wall_before = process_cpu_seconds(server.pid), time.monotonic()
+            rounds = args.warmup + args.events
+            for index in range(rounds):
+                event = index - args.warmup  # negative: warm-up, not recorded
+                settle = args.min_settle + args.phase_spread * ((max(event, 0) + 0.5) / args.events)
+                result = await one_round(
+                    api, base, next(tasks), sessions, count, browser, settle, event, args
+                )
+                if event >= 0:
+                    phase.rounds.append(result[0])
+                    phase.samples.extend(result[1])
+            phase.server_cpu_s = round(process_cpu_seconds(server.pid) - cpu_before, 2)
+            phase.wall_s = round(time.monotonic() - wall_before, 2)
+            phase.load_after = loadavg()
+            phases.append(phase)
+            report_phase(phase, label=args.label)
+    finally:
+        await api.aclose()
+        if browser is not None:
+            await browser.stop()
+    return phases
+
+
+async def one_round(
+    api: httpx.AsyncClient,
+    base: str,
+    task_id: str,
+    sessions: list[str],
+    count: int,
+    browser: Browser | None,
+    settle: float,
+    event: int,
+    args: argparse.Namespace,
+) -> tuple[Round, list[Sample]]:
+    started = time.monotonic()
+    viewers, _ = await asyncio.gather(
+        open_viewers(base, task_id, sessions, count),
+        browser.open_task(task_id) if browser is not None else asyncio.sleep(0),
+    )
+    connect_s = time.monotonic() - started
+    await asyncio.sleep(settle)
+
+    sent = time.time()
+    response = await api.post(
+        f"/v1/tasks/{task_id}:review",
+        content=review_body(),
+        headers={"Content-Type": "application/json", "Idempotency-Key": secrets.token_hex(8)},
+    )
+    answered = time.time()
+    if response.status_code != 200:
+        raise SystemExit(f"review of {task_id} failed: {response.status_code} {response.text}")
+    audit_id = response.json()["data"]["audit_id"]
+
+    clients: list[tuple[str, Any]] = [(viewer.name, viewer) for viewer in viewers]
+    if browser is not None:
+        clients.append(("browser", browser))
+    arrivals = await asyncio.gather(
+        *(client.arrival(audit_id, ARRIVAL_TIMEOUT) for _name, client in clients)
+    )
+    await asyncio.gather(*(viewer.close() for viewer in viewers))
+
+    detail = await api.get(f"/v1/tasks/{task_id}/operations/{audit_id}")
+    created = utc_seconds(detail.json()["data"]["created_at"])
+    samples = [
+        Sample(
+            viewers=count,
+            event=event,
+            client=name,
+            audit_id=audit_id,
+            commit_to_arrival_ms=None if at is None else round((at - created) * 1000, 3),
+            response_to_arrival_ms=None if at is None else round((at - answered) * 1000, 3),
+        )
+        for (name, _client), at in zip(clients, arrivals, strict=True)
+    ]
+    record = Round(
+        viewers=count,
+        event=event,
+        task_id=task_id,
+        audit_id=audit_id,
+        connect_s=round(connect_s, 3),
+        settle_s=round(settle, 3),
+        review_ms=round((answered - sent) * 1000, 3),
+        created_to_response_ms=round((answered - created) * 1000, 3),
+    )
+    await asyncio.sleep(args.pause)
+    return record, samples
+
+
+# --- Reporting ----------------------------------------------------------------------------------
+
+
+def phase_summary(phase: Phase) -> dict[str, Any]:
+    ws = [sample for sample in phase.samples if sample.client != "browser"]
+    browser = [sample for sample in phase.samples if sample.client == "browser"]
+    return {
+        "viewers": phase.viewers,
+        "ws_commit_to_arrival_ms": summary([s.commit_to_arrival_ms for s in ws]),
+        "ws_response_to_arrival_ms": summary([s.response_to_arrival_ms for s in ws]),
+        "browser_commit_to_dom_ms": summary([s.commit_to_arrival_ms for s in browser]),
+        "browser_response_to_dom_ms": summary([s.response_to_arrival_ms for s in browser]),
+        "review_http_ms": summary([r.review_ms for r in phase.rounds]),
+        "created_to_response_ms": summary([r.created_to_response_ms for r in phase.rounds]),
+        "server_cpu_s": phase.server_cpu_s,
+        "wall_s": phase.wall_s,
+        "load_before": phase.load_before,
+        "load_after": phase.load_after,
+    }
+
+
+def report_phase(phase: Phase, *, label: str) -> None:
+    row = phase_summary(phase)
+    print(
+        f"\n[{label}] N={phase.viewers} (+1 browser)  load {row['load_before']} -> "
+        f"{row['load_after']}  server CPU {row['server_cpu_s']} s in {row['wall_s']} s"
+    )
+    print(f"  {'view':<26}{'count':>7}{'lost':>6}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}")
+    for key in (
+        "ws_commit_to_arrival_ms",
+        "ws_response_to_arrival_ms",
+        "browser_commit_to_dom_ms",
+        "browser_response_to_dom_ms",
+        "review_http_ms",
+        "created_to_response_ms",
+    ):
+        stats = row[key]
+        if not stats["count"]:
+            continue
+        print(
+            f"  {key:<26}{stats['count']:>7}{stats['lost']:>6}{stats['p50']:>9.1f}"
+            f"{stats['p95']:>9.1f}{stats['p99']:>9.1f}{stats['max']:>9.1f}"
+        )
+    sys.stdout.flush()
+
+
+def report(phases: list[Phase], args: argparse.Namespace, layer: str, database: str) -> Path:
+    path = BENCH_DIR / (
+        f"timeline_latency-{args.label}.json" if args.label else "timeline_latency.json"
+    )
+    print(
+        f"\n{'N':>4} {'ws p50':>8} {'ws p95':>8} {'ws p99':>8} {'ws max':>8} {'lost':>5}"
+        f" {'dom p50':>8} {'dom p99':>8} {'dom max':>8}   (ms, created_at -> arrival)"
+    )
+    for phase in phases:
+        row = phase_summary(phase)
+        ws, dom = row["ws_commit_to_arrival_ms"], row["browser_commit_to_dom_ms"]
+        dom_cells = (
+            f"{dom['p50']:>8.1f} {dom['p99']:>8.1f} {dom['max']:>8.1f}"
+            if dom["count"]
+            else f"{'-':>8} {'-':>8} {'-':>8}"
+        )
+        print(
+            f"{phase.viewers:>4} {ws['p50']:>8.1f} {ws['p95']:>8.1f} {ws['p99']:>8.1f}"
+            f" {ws['max']:>8.1f} {ws['lost']:>5} {dom_cells}"
+        )
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": machine(),
+        "database": database,
+        "channel_layer": layer,
+        "events": args.events,
+        "warmup": args.warmup,
+        "browser": not args.no_browser,
+        "summary": [phase_summary(phase) for phase in phases],
+        "rounds": [asdict(r) for phase in phases for r in phase.rounds],
+        "samples": [asdict(s) for phase in phases for s in phase.samples],
+    }
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+# --- Entry point --------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--viewers", default="1,10,50", help="comma-separated N (default 1,10,50)")
+    parser.add_argument("--events", type=int, default=30, help="measured events per N")
+    parser.add_argument("--warmup", type=int, default=2, help="unrecorded events before each N")
+    parser.add_argument("--database-url", help="mysql://.../<name with 'bench'>; else SQLite")
+    parser.add_argument("--redis-url", help="use the Redis channel layer at this URL")
+    parser.add_argument("--no-browser", action="store_true", help="WebSocket clients only")
+    parser.add_argument("--min-settle", type=float, default=0.5, help="seconds after connect")
+    parser.add_argument(
+        "--phase-spread",
+        type=float,
+        default=5.0,
+        help="spread settle times over this many seconds (the re-check period)",
+    )
+    parser.add_argument("--pause", type=float, default=0.2, help="seconds between events")
+    parser.add_argument("--label", default="", help="suffix of the JSON file's name")
+    args = parser.parse_args(argv)
+    args.counts = [int(part) for part in args.viewers.split(",") if part.strip()]
+    if not args.counts or min(args.counts) < 1 or args.events < 1:
+        parser.error("--viewers needs positive counts and --events at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    database_url = fresh_database(args.database_url)
+    database = "mysql" if database_url.startswith("mysql") else "sqlite"
+    layer = "redis" if args.redis_url else "in-memory"
+    print(
+        f"timeline latency: {database}, {layer} channel layer, N={args.counts}, "
+        f"{args.events} events; load {loadavg()}"
+    )
+    manage(database_url, "migrate", "--noinput")
+    world = build_world(
+        database_url,
+        people=min(max(args.counts), MAX_PEOPLE),
+        tasks=(args.events + args.warmup) * len(args.counts),
+    )
+    server = Daphne(database_url, args.redis_url)
+    server.start()
+    try:
+        phases = asyncio.run(measure(args, server, world, args.counts))
+    finally:
+        server.stop()
+    path = report(phases, args, layer, database)
+    print(f"\nwrote {path.relative_to(ROOT)}; load {loadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The supervisors' approvals queue, live: ``/ws/approvals``.
+
+New proposals appear and decided ones disappear without a reload. Only supervisors connect;
+the role is re-read from the database on every push, so a person who loses it stops receiving.
+"""
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template.loader import render_to_string
+from django.utils import timezone, translation
+
+from orbit_console.console.models import Proposal
+from orbit_console.console.people import SUPERVISOR
+from orbit_console.console.proposals import APPROVALS_GROUP
+from orbit_console.timeline.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
+from orbit_console.timeline.render import cookies_of, language_of, zone_of_scope
+
+
+class ApprovalsConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.user = user
+        if not await self._is_supervisor():
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        cookies = cookies_of(self.scope)
+        self.language = language_of(self.scope, cookies)
+        self.zone = zone_of_scope(cookies)
+        self.joined = True
+        await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
+
+    @database_sync_to_async
+    def _is_supervisor(self) -> bool:
+        return self.user.groups.filter(name=SUPERVISOR).exists()
+
+    @database_sync_to_async
+    def _proposal(self, proposal_id: str) -> Proposal | None:
+        return Proposal.objects.select_related("proposed_by").filter(id=proposal_id).first()
+
+    async def approvals_changed(self, message: dict[str, Any]) -> None:
+        if not await self._is_supervisor():
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        proposal = await self._proposal(message["proposal_id"])
+        if proposal is None:
+            return
+        with translation.override(self.language), timezone.override(self.zone):
+            html = render_to_string("console/partials/proposal_push.html", {"proposal": proposal})
+        await self.send(text_data=html)

@@ -1,0 +1,198 @@
+"""Four eyes: a decision proposed by one person is sent only after a different supervisor
+approves it (docs/approvals.md).
+
+Every change of a proposal happens under its row lock, so that two supervisors approving at the
+same moment produce one submission: the first completes the approval, the second finds the
+proposal decided and is told by whom. Every step is an append-only console event.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from orbit_console.console.models import Approval, Proposal, ProposalState, Submission
+from orbit_console.console.people import SUPERVISOR
+from orbit_console.console.submissions import decision_slot, record_event, submission_create
+from orbit_console.lib.ids import new_id
+from orbit_console.lib.live import publish_on_commit
+
+APPROVALS_GROUP = "console.approvals"
+APPROVALS_MESSAGE = "approvals.changed"
+
+
+class ProposalRefused(Exception):
+    """The step is not allowed; the message says why, in words for the person."""
+
+
+def approval_required(action: str) -> bool:
+    return bool(settings.CONSOLE_APPROVAL_POLICY[action]["required"])
+
+
+@dataclass(frozen=True)
+class Proposed:
+    proposal: Proposal
+    created: bool  # False: this decision had already been proposed (double click, two tabs)
+
+
+def proposal_create(
+    *, action: str, task_id: str, expected_revision: str, body: str, proposed_by: User
+) -> Proposed:
+    """Store a proposal: request body, pinned revision and idempotency key, fixed from now on.
+    One live proposal per task revision: a second one returns the first (``created=False``)."""
+    fields = {
+        "action": action,
+        "task_id": task_id,
+        "expected_revision": expected_revision,
+        "body": body,
+        "proposed_by": proposed_by,
+    }
+    slot = decision_slot(task_id, expected_revision)
+    try:
+        return Proposed(_insert(slot, **fields), created=True)
+    except IntegrityError:
+        pass
+    with transaction.atomic():
+        holder = Proposal.objects.select_for_update().filter(decision_slot=slot).first()
+        if holder is not None and not _expire_if_due(holder, timezone.now()):
+            return Proposed(holder, created=False)
+    return Proposed(_insert(slot, **fields), created=True)  # the slot was freed meanwhile
+
+
+def _insert(slot: str, **fields: object) -> Proposal:
+    now = timezone.now()
+    proposal_id = new_id()
+    action = str(fields["action"])
+    with transaction.atomic():
+        proposal = Proposal.objects.create(
+            id=proposal_id,
+            idempotency_key=f"orbit-console-{proposal_id}",
+            required_approvals=settings.CONSOLE_APPROVAL_POLICY[action]["approvers"],
+            created_at=now,
+            expires_at=now + timedelta(hours=settings.CONSOLE_PROPOSAL_TTL_HOURS),
+            decision_slot=slot,
+            **fields,
+        )
+        record_event("proposal.proposed", proposal=proposal, actor=proposal.proposed_by, now=now)
+        _announce(proposal)
+    return proposal
+
+
+def proposal_approve(*, proposal_id: str, approver: User, note: str = "") -> Submission | None:
+    """Record an approval. When it is the last one needed, the proposal becomes a submission
+    sent as the approving supervisor, returned for sending; otherwise ``None``."""
+    with transaction.atomic():
+        proposal = _locked_pending(proposal_id)
+        if approver.pk == proposal.proposed_by_id:
+            raise ProposalRefused(_("Nobody approves their own proposal."))
+        if not approver.groups.filter(name=SUPERVISOR).exists():
+            raise ProposalRefused(_("Only a supervisor can approve a proposal."))
+        if Approval.objects.filter(proposal=proposal, approver=approver).exists():
+            raise ProposalRefused(_("You have already approved this proposal."))
+        now = timezone.now()
+        Approval.objects.create(proposal=proposal, approver=approver, note=note, created_at=now)
+        record_event("proposal.approved", proposal=proposal, actor=approver, note=note, now=now)
+        if proposal.approvals.count() < proposal.required_approvals:
+            _announce(proposal)
+            return None
+        proposal.state = ProposalState.APPROVED
+        proposal.decided_by = approver
+        proposal.decided_at = now
+        proposal.decision_note = note
+        proposal.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
+        created = submission_create(
+            action=proposal.action,
+            task_id=proposal.task_id,
+            expected_revision=proposal.expected_revision,
+            body=proposal.body,
+            created_by=proposal.proposed_by,
+            sent_as=approver,
+            proposal=proposal,
+            note=_("approved by %(name)s") % {"name": approver.get_username()},
+        )
+        _announce(proposal)
+        return created.submission
+
+
+def proposal_reject(*, proposal_id: str, supervisor: User, reason: str) -> Proposal:
+    if not reason.strip():
+        raise ProposalRefused(_("Say why the proposal is rejected."))
+    with transaction.atomic():
+        proposal = _locked_pending(proposal_id)
+        if not supervisor.groups.filter(name=SUPERVISOR).exists():
+            raise ProposalRefused(_("Only a supervisor can reject a proposal."))
+        return _close(proposal, ProposalState.REJECTED, "proposal.rejected", supervisor, reason)
+
+
+def proposal_withdraw(*, proposal_id: str, person: User) -> Proposal:
+    with transaction.atomic():
+        proposal = _locked_pending(proposal_id)
+        if person.pk != proposal.proposed_by_id:
+            raise ProposalRefused(_("Only the person who proposed it can withdraw a proposal."))
+        return _close(proposal, ProposalState.WITHDRAWN, "proposal.withdrawn", person, "")
+
+
+def expire_due(now: datetime) -> int:
+    """Expire every pending proposal past its time (the reconciler runs this)."""
+    due = list(
+        Proposal.objects.filter(state=ProposalState.PENDING, expires_at__lte=now).values_list(
+            "id", flat=True
+        )
+    )
+    expired = 0
+    for proposal_id in due:
+        with transaction.atomic():
+            proposal = Proposal.objects.select_for_update().get(id=proposal_id)
+            expired += _expire_if_due(proposal, now)
+    return expired
+
+
+def _locked_pending(proposal_id: str) -> Proposal:
+    proposal = Proposal.objects.select_for_update().select_related("decided_by").get(id=proposal_id)
+    _expire_if_due(proposal, timezone.now())
+    if not proposal.is_pending:
+        who = proposal.decided_by.get_username() if proposal.decided_by else _("nobody")
+        raise ProposalRefused(
+            _("This proposal was already decided: %(state)s by %(who)s.")
+            % {"state": proposal.get_state_display(), "who": who}
+        )
+    return proposal
+
+
+def _expire_if_due(proposal: Proposal, now: datetime) -> bool:
+    if not proposal.is_pending or proposal.expires_at > now:
+        return False
+    _close(proposal, ProposalState.EXPIRED, "proposal.expired", None, "")
+    return True
+
+
+def _close(proposal: Proposal, state: str, kind: str, actor: User | None, note: str) -> Proposal:
+    now = timezone.now()
+    proposal.state = state
+    proposal.decided_by = actor
+    proposal.decided_at = now
+    proposal.decision_note = note
+    proposal.decision_slot = None
+    proposal.save(
+        update_fields=["state", "decided_by", "decided_at", "decision_note", "decision_slot"]
+    )
+    record_event(kind, proposal=proposal, actor=actor, note=note, now=now)
+    _announce(proposal)
+    return proposal
+
+
+def _announce(proposal: Proposal) -> None:
+    """Tell the supervisors' approvals queue (live) that this proposal changed."""
+    publish_on_commit(
+        APPROVALS_GROUP,
+        {"type": APPROVALS_MESSAGE, "proposal_id": proposal.id, "state": proposal.state},
+    )
+
+
+def proposal_outcome(proposal: Proposal) -> Submission | None:
+    """The submission an approval produced, if any (its state tells what the platform said)."""
+    return Submission.objects.filter(proposal=proposal).first()

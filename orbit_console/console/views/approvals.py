@@ -1,0 +1,170 @@
+"""Four eyes: the supervisors' approvals queue, a proposal's page, and its decisions."""
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from orbit_console.client import OrbitError, OutcomeUnknown, Task
+from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, Submission
+from orbit_console.console.people import SUPERVISOR, Person
+from orbit_console.console.proposals import (
+    ProposalRefused,
+    proposal_approve,
+    proposal_reject,
+    proposal_withdraw,
+)
+from orbit_console.console.submissions import submission_send
+from orbit_console.console.views.common import arender, client, console_view, requires_role
+from orbit_console.lib.ids import is_id
+
+RECENT = 20
+
+
+@require_GET
+@console_view
+@requires_role(SUPERVISOR)
+async def approvals_queue(request: HttpRequest) -> HttpResponse:
+    pending, recent = await sync_to_async(_queue)()
+    return await arender(request, "console/approvals.html", {"pending": pending, "recent": recent})
+
+
+def _queue() -> tuple[list[Proposal], list[Proposal]]:
+    proposals = Proposal.objects.select_related("proposed_by", "decided_by")
+    pending = list(proposals.filter(state=ProposalState.PENDING).order_by("created_at"))
+    recent = list(proposals.exclude(state=ProposalState.PENDING).order_by("-decided_at")[:RECENT])
+    return pending, recent
+
+
+def _load(proposal_id: str) -> tuple[Proposal, list[ConsoleEvent], Submission | None]:
+    if not is_id(proposal_id):
+        raise Http404("no such proposal")
+    proposal = (
+        Proposal.objects.select_related("proposed_by", "decided_by").filter(id=proposal_id).first()
+    )
+    if proposal is None:
+        raise Http404("no such proposal")
+    submission = Submission.objects.filter(proposal=proposal).first()
+    events = ConsoleEvent.objects.filter(proposal=proposal).select_related("actor")
+    approvals = list(proposal.approvals.select_related("approver").order_by("created_at"))
+    proposal.approval_list = approvals  # type: ignore[attr-defined]
+    return proposal, list(events.order_by("created_at", "id")), submission
+
+
+@require_GET
+@console_view
+async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpResponse:
+    proposal, events, submission = await sync_to_async(_load)(proposal_id)
+    person: Person = request.person  # type: ignore[attr-defined]
+    current: Task | None = None
+    current_error: str | None = None
+    try:
+        async with client(request) as orbit:
+            current = await orbit.get_task(proposal.task_id)
+    except (OrbitError, OutcomeUnknown) as exc:
+        current_error = str(exc)
+    context = {
+        "proposal": proposal,
+        "events": events,
+        "submission": submission,
+        "current": current,
+        "current_error": current_error,
+        "drift": _drift(proposal, current),
+        "can_decide": proposal.is_pending
+        and person.has_role(SUPERVISOR)
+        and person.user.pk != proposal.proposed_by_id,
+        "can_withdraw": proposal.is_pending and person.user.pk == proposal.proposed_by_id,
+        "approved_by_me": any(a.approver_id == person.user.pk for a in proposal.approval_list),  # type: ignore[attr-defined]
+    }
+    return await arender(request, "console/proposal.html", context)
+
+
+def _drift(proposal: Proposal, current: Task | None) -> list[str]:
+    """What moved on the task since the proposal was made (a stale proposal will be refused)."""
+    if current is None:
+        return []
+    warnings = []
+    if current.revision != proposal.expected_revision:
+        warnings.append(
+            _("The task is now at revision %(now)s; the proposal was made at revision %(then)s.")
+            % {"now": current.revision, "then": proposal.expected_revision}
+        )
+    expected_state = "NEEDS_REVIEW" if proposal.action == "review" else None
+    if expected_state and current.state != expected_state:
+        warnings.append(_("The task is now %(state)s.") % {"state": current.state})
+    if proposal.action == "retry" and current.state not in ("FAILED", "CANCELLED"):
+        warnings.append(_("The task is now %(state)s.") % {"state": current.state})
+    if proposal.action == "retry" and current.retry_successor_id:
+        warnings.append(_("The task already has a retry successor."))
+    return warnings
+
+
+@require_POST
+@console_view
+async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpResponse:
+    person: Person = request.person  # type: ignore[attr-defined]
+    if not person.has_role(SUPERVISOR):
+        raise PermissionDenied
+    note = request.POST.get("note", "")[:1024]
+    try:
+        submission = await sync_to_async(proposal_approve)(
+            proposal_id=proposal_id,
+            approver=person.user,  # type: ignore[arg-type]
+            note=note,
+        )
+    except Proposal.DoesNotExist:
+        raise Http404("no such proposal") from None
+    except ProposalRefused as refused:
+        messages.error(request, str(refused))
+        return _back(proposal_id)
+    if submission is None:
+        messages.success(request, _("Approved; more approvals are needed before it is sent."))
+        return _back(proposal_id)
+    submission = await submission_send(submission, actor=person.user)  # type: ignore[arg-type]
+    return HttpResponseRedirect(reverse("console:submission", args=[submission.id]), status=303)
+
+
+@require_POST
+@console_view
+async def proposal_reject_view(request: HttpRequest, proposal_id: str) -> HttpResponse:
+    person: Person = request.person  # type: ignore[attr-defined]
+    if not person.has_role(SUPERVISOR):
+        raise PermissionDenied
+    try:
+        await sync_to_async(
+            proposal_reject
+        )(
+            proposal_id=proposal_id,
+            supervisor=person.user,  # type: ignore[arg-type]
+            reason=request.POST.get("reason", "")[:1024],
+        )
+    except Proposal.DoesNotExist:
+        raise Http404("no such proposal") from None
+    except ProposalRefused as refused:
+        messages.error(request, str(refused))
+    return _back(proposal_id)
+
+
+@require_POST
+@console_view
+async def proposal_withdraw_view(request: HttpRequest, proposal_id: str) -> HttpResponse:
+    person: Person = request.person  # type: ignore[attr-defined]
+    if person.read_only:
+        raise PermissionDenied
+    try:
+        await sync_to_async(proposal_withdraw)(
+            proposal_id=proposal_id,
+            person=person.user,  # type: ignore[arg-type]
+        )
+    except Proposal.DoesNotExist:
+        raise Http404("no such proposal") from None
+    except ProposalRefused as refused:
+        messages.error(request, str(refused))
+    return _back(proposal_id)
+
+
+def _back(proposal_id: str) -> HttpResponse:
+    return HttpResponseRedirect(reverse("console:proposal", args=[proposal_id]), status=303)

@@ -1,0 +1,12 @@
+"""The WebSocket routes of the console (served by asgi.py behind the Origin check and the
+session authentication)."""
+
+from django.urls import path
+
+from orbit_console.console.consumers import ApprovalsConsumer
+from orbit_console.timeline.consumers import TaskTimelineConsumer
+
+websocket_urlpatterns = [
+    path("ws/tasks/<str:task_id>/timeline", TaskTimelineConsumer.as_asgi()),
+    path("ws/approvals", ApprovalsConsumer.as_asgi()),
+]

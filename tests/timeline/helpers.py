@@ -1,0 +1,99 @@
+"""Helpers of the live timeline's tests (issue 4): sessions, socket headers and changes made in
+the test process through the ledger's own services, so that ``transaction.on_commit`` publishes
+from here."""
+
+import json
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.test import Client
+
+from orbit_console.console.models import ConsoleEvent, OrbitCredential, SubmissionAction
+from orbit_console.console.submissions import submission_create
+from orbit_console.ledger import services
+from orbit_console.ledger.auth import hash_token
+from orbit_console.ledger.lifecycle import credential_revoke
+from orbit_console.ledger.models import Credential
+from orbit_console.ledger.requests import parse_review
+from orbit_console.lib.secretbox import unseal
+from tests.support.orbit import new_key, review_body
+
+REASON_WITH_MARKUP = 'Checked <b>"the store"</b> & found nothing'
+REASON_ESCAPED = "Checked &lt;b&gt;&quot;the store&quot;&lt;/b&gt; &amp; found nothing"
+
+
+def timeline_path(task_id: str) -> str:
+    return f"/ws/tasks/{task_id}/timeline"
+
+
+def session_cookie(user: User) -> str:
+    """The ``sessionid`` of a freshly signed-in session of ``user`` (stored in the test DB)."""
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+def socket_headers(*, origin: str | None, session: str | None) -> list[tuple[bytes, bytes]]:
+    headers: list[tuple[bytes, bytes]] = []
+    if origin is not None:
+        headers.append((b"origin", origin.encode()))
+    if session is not None:
+        headers.append((b"cookie", f"sessionid={session}".encode()))
+    return headers
+
+
+def ledger_credential(token: str) -> Credential:
+    return Credential.objects.prefetch_related("queues").get(token_hash=hash_token(token))
+
+
+def review_in_process(
+    world: dict[str, Any], *, task: str = "needs_review", reason: str = REASON_WITH_MARKUP
+) -> str:
+    """Review a task through the ledger's service, as the API view does, in this process; the
+    audit record is announced when the transaction commits. Returns the audit id."""
+    request = parse_review(json.dumps(review_body(reason=reason)).encode())
+    receipt = services.task_review(
+        credential=ledger_credential(world["tokens"]["admin"]),
+        task_id=world["tasks"][task],
+        idempotency_key=new_key(),
+        request=request,
+    )
+    audit_id: str = receipt.data["audit_id"]
+    return audit_id
+
+
+class RolledBack(Exception):
+    pass
+
+
+def review_rolled_back(world: dict[str, Any], *, task: str = "needs_review") -> str:
+    """A review whose transaction rolls back after the audit record was written."""
+    audit_id = ""
+    try:
+        with transaction.atomic():
+            audit_id = review_in_process(world, task=task)
+            raise RolledBack
+    except RolledBack:
+        pass
+    return audit_id
+
+
+def console_submission(world: dict[str, Any], user: User, *, task: str = "needs_review") -> str:
+    """Store a console submission for the task (event ``submission.stored``); its event id."""
+    created = submission_create(
+        action=SubmissionAction.REVIEW,
+        task_id=world["tasks"][task],
+        expected_revision="3",
+        body=json.dumps(review_body()),
+        created_by=user,
+    )
+    event = ConsoleEvent.objects.filter(submission=created.submission).get()
+    return str(event.id)
+
+
+def revoke_person(user: User) -> None:
+    """Revoke, in the ledger, the credential the console holds for this person."""
+    stored = OrbitCredential.objects.get(user=user)
+    credential = Credential.objects.get(token_hash=hash_token(unseal(stored.token_ciphertext)))
+    credential_revoke(credential=credential)

@@ -61,9 +61,16 @@ def _refuse_constant(name: str) -> Any:
     raise JSONError(f"{name} is not a JSON number")
 
 
+def _parse_int(text: str) -> int | Decimal:
+    """Integers stay ``int``; one too long for Python's ``int()`` (over 4300 digits) is kept
+    exactly as a ``Decimal`` with exponent 0, so that any JSON number is accepted."""
+    return int(text) if len(text) <= 4000 else Decimal(text)
+
+
 _decoder = json.JSONDecoder(
     object_pairs_hook=_refuse_duplicates,
     parse_float=Decimal,
+    parse_int=_parse_int,
     parse_constant=_refuse_constant,
     strict=True,
 )

@@ -46,6 +46,30 @@ class SubmissionState(models.TextChoices):
 OPEN_STATES = (SubmissionState.PENDING, SubmissionState.UNKNOWN, SubmissionState.RETRY_LATER)
 
 
+class ChainHead(models.Model):
+    """The tail of an append-only hash chain: locked while an entry is appended, so that
+    entries are numbered and linked one after another."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    seq = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.seq}"
+
+
+class ChainVerification(models.Model):
+    """One run of ``manage.py audit verify``: when, how many entries, and the first break."""
+
+    ran_at = models.DateTimeField()
+    ok = models.BooleanField()
+    checked = models.PositiveBigIntegerField()
+    first_break = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"verification at {self.ran_at}: {'ok' if self.ok else 'BROKEN'}"
+
+
 class ProposalState(models.TextChoices):
     PENDING = "pending", _("Waiting for approval")
     APPROVED = "approved", _("Approved and sent")
@@ -66,6 +90,7 @@ class Proposal(models.Model):
     id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
     action = models.CharField(max_length=8, choices=SubmissionAction.choices)
     task_id = models.CharField(max_length=64, db_index=True)
+    queue_id = models.CharField(max_length=64, blank=True)
     expected_revision = models.CharField(max_length=24)
     idempotency_key = models.CharField(max_length=80, unique=True)
     body = models.TextField()
@@ -131,6 +156,7 @@ class Submission(models.Model):
     id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
     action = models.CharField(max_length=8, choices=SubmissionAction.choices)
     task_id = models.CharField(max_length=64, db_index=True)
+    queue_id = models.CharField(max_length=64, blank=True)
     expected_revision = models.CharField(max_length=24)
     idempotency_key = models.CharField(max_length=80, unique=True)
     body = models.TextField()
@@ -192,13 +218,19 @@ EVENT_LABELS = {
 
 
 class ConsoleEvent(models.Model):
-    """One entry of the console's append-only record: what people and the console did about a
-    task (a submission stored, sent, its outcome; later proposals and approvals). Shown in the
-    task's timeline beside the platform's own operation audit."""
+    """One entry of the console's append-only record: what people and the console did — a
+    submission stored, sent, answered; a proposal made, approved, rejected; an export.
+
+    Rows are only ever inserted (database triggers refuse UPDATE and DELETE) and form one hash
+    chain: ``seq`` numbers them from 1, ``prev_hash`` is the previous entry's ``entry_hash``, and
+    ``entry_hash`` covers this entry's canonical content (``console/chain.py``).
+    """
 
     id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
+    seq = models.PositiveBigIntegerField(unique=True)
     kind = models.CharField(max_length=40)
-    task_id = models.CharField(max_length=64)
+    task_id = models.CharField(max_length=64, blank=True)
+    queue_id = models.CharField(max_length=64, blank=True)
     submission = models.ForeignKey(
         Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
@@ -210,9 +242,14 @@ class ConsoleEvent(models.Model):
     )
     note = models.TextField(blank=True)
     created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64, blank=True)
+    entry_hash = models.CharField(max_length=64)
 
     class Meta:
-        indexes = [models.Index(fields=["task_id", "created_at", "id"], name="console_event_task")]
+        indexes = [
+            models.Index(fields=["task_id", "created_at", "id"], name="console_event_task"),
+            models.Index(fields=["created_at", "id"], name="console_event_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.task_id}"

@@ -40,13 +40,20 @@ class Proposed:
 
 
 def proposal_create(
-    *, action: str, task_id: str, expected_revision: str, body: str, proposed_by: User
+    *,
+    action: str,
+    task_id: str,
+    expected_revision: str,
+    body: str,
+    proposed_by: User,
+    queue_id: str = "",
 ) -> Proposed:
     """Store a proposal: request body, pinned revision and idempotency key, fixed from now on.
     One live proposal per task revision: a second one returns the first (``created=False``)."""
     fields = {
         "action": action,
         "task_id": task_id,
+        "queue_id": queue_id,
         "expected_revision": expected_revision,
         "body": body,
         "proposed_by": proposed_by,
@@ -107,6 +114,7 @@ def proposal_approve(*, proposal_id: str, approver: User, note: str = "") -> Sub
         created = submission_create(
             action=proposal.action,
             task_id=proposal.task_id,
+            queue_id=proposal.queue_id,
             expected_revision=proposal.expected_revision,
             body=proposal.body,
             created_by=proposal.proposed_by,

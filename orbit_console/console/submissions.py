@@ -27,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from orbit_console.client import OrbitError, OutcomeUnknown, RetryReceipt, ReviewReceipt
+from orbit_console.console import chain
 from orbit_console.console.models import (
     ConsoleEvent,
     OrbitCredential,
@@ -59,6 +60,7 @@ def submission_create(
     expected_revision: str,
     body: str,
     created_by: User,
+    queue_id: str = "",
     sent_as: User | None = None,
     proposal: Proposal | None = None,
     note: str = "",
@@ -76,6 +78,7 @@ def submission_create(
                 id=submission_id,
                 action=action,
                 task_id=task_id,
+                queue_id=queue_id,
                 expected_revision=expected_revision,
                 idempotency_key=key,
                 body=body,
@@ -113,15 +116,19 @@ def record_event(
     subject = submission or proposal
     if subject is None:
         raise ValueError("an event belongs to a submission or a proposal")
-    event = ConsoleEvent.objects.create(
-        kind=kind,
-        task_id=subject.task_id,
-        submission=submission,
-        proposal=proposal,
-        actor=actor,
-        note=note,
-        created_at=now or timezone.now(),
-    )
+    with transaction.atomic():
+        event = chain.append(
+            ConsoleEvent(
+                kind=kind,
+                task_id=subject.task_id,
+                queue_id=subject.queue_id,
+                submission=submission,
+                proposal=proposal,
+                actor=actor,
+                note=note,
+                created_at=now or timezone.now(),
+            )
+        )
     message = {"type": CONSOLE_EVENT_MESSAGE, "event": event.as_message_data()}
     publish_on_commit(task_group(subject.task_id), message)
     return event

@@ -58,7 +58,7 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.recheck = asyncio.create_task(self._recheck_forever())
         if not settings.ORBIT_API_EMBEDDED and person.credential is not None:
-            watcher.watch(task_id, person.credential, self.channel_layer)
+            await watcher.watch(task_id, person.credential, self.channel_layer)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:

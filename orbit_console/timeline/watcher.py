@@ -32,19 +32,33 @@ class _Watch:
     viewers: int = 1
     task: asyncio.Task[None] | None = None
     seen: set[str] = field(default_factory=set)
+    learned: bool = False  # the operations already there are known (the first look succeeded)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)  # the first look is over
 
 
 _watches: dict[str, _Watch] = {}
 
 
-def watch(task_id: str, credential: OrbitCredential, layer: Any) -> None:
+async def watch(task_id: str, credential: OrbitCredential, layer: Any) -> None:
+    """Start (or join) the task's watch. The first look, which only learns the operations
+    already there, is taken before this returns, that is before the socket is accepted: every
+    operation committed after the page's catch-up (which follows the accept) is then pushed."""
     current = _watches.get(task_id)
-    if current is not None and current.task is not None and not current.task.done():
+    if current is not None and (current.task is None or not current.task.done()):
         current.viewers += 1
+        await current.ready.wait()
         return
     state = _Watch(credential=credential)
     _watches[task_id] = state
-    state.task = asyncio.create_task(_poll(task_id, state, layer))
+    try:
+        await _new_operations(task_id, state, publish=False)
+        state.learned = True
+    except (OrbitError, OutcomeUnknown) as exc:
+        logger.warning("watching %s: %s", task_id, exc)
+    finally:
+        state.ready.set()
+    if _watches.get(task_id) is state:  # not left meanwhile by every viewer
+        state.task = asyncio.create_task(_poll(task_id, state, layer))
 
 
 def unwatch(task_id: str) -> None:
@@ -65,22 +79,22 @@ def watched() -> list[str]:
 async def _poll(task_id: str, state: _Watch, layer: Any) -> None:
     deadline = time.monotonic() + settings.TIMELINE_WATCH_DEADLINE_SECONDS
     delay = settings.TIMELINE_POLL_SECONDS
-    first = True
     while time.monotonic() < deadline:
+        await asyncio.sleep(delay)
         try:
-            messages = await _new_operations(task_id, state, publish=not first)
+            messages = await _new_operations(task_id, state, publish=state.learned)
+            state.learned = True
         except (OrbitError, OutcomeUnknown) as exc:
             logger.warning("watching %s: %s", task_id, exc)
             messages = []
-        first = False
         for message in messages:
             await layer.group_send(task_group(task_id), message)
         if messages:
             delay = settings.TIMELINE_POLL_SECONDS
         else:
             delay = min(delay * 2, settings.TIMELINE_POLL_MAX_SECONDS)
-        await asyncio.sleep(delay)
-    _watches.pop(task_id, None)
+    if _watches.get(task_id) is state:
+        _watches.pop(task_id, None)
 
 
 async def _new_operations(task_id: str, state: _Watch, *, publish: bool) -> list[dict[str, Any]]:

@@ -156,7 +156,7 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
         if not availability.allowed:
             context = {"wizard": wizard, "task": task, "availability": availability}
             return await arender(request, "console/wizard_unavailable.html", context, status=409)
-        first = Pin(wizard.action, task.id, task.revision, _attempt_timeout_ms(task))
+        first = Pin(wizard.action, task.id, task.revision, _attempt_timeout_ms(task), task.queue_id)
         return await _render(request, wizard, task, first, step_index=0, data=None)
 
     pinned = Pin.read(request.POST.get("pin", ""), wizard, task_id)
@@ -199,6 +199,7 @@ async def _propose(
     outcome = await sync_to_async(proposal_create)(
         action=wizard.action,
         task_id=pin.task_id,
+        queue_id=pin.queue_id,
         expected_revision=pin.revision,
         body=wizard.build_body(pin.revision, cleaned),
         proposed_by=request.user,  # type: ignore[arg-type]
@@ -220,6 +221,7 @@ async def _submit(
     outcome = await sync_to_async(submission_create)(
         action=wizard.action,
         task_id=pin.task_id,
+        queue_id=pin.queue_id,
         expected_revision=pin.revision,
         body=wizard.build_body(pin.revision, cleaned),
         created_by=request.user,  # type: ignore[arg-type]
@@ -259,9 +261,10 @@ class Pin:
     task_id: str
     revision: str
     attempt_timeout_ms: int
+    queue_id: str
 
     def dumps(self) -> str:
-        fields = [self.action, self.task_id, self.revision, self.attempt_timeout_ms]
+        fields = [self.action, self.task_id, self.revision, self.attempt_timeout_ms, self.queue_id]
         return signing.dumps(fields, salt=_PIN_SALT)
 
     @classmethod

@@ -38,3 +38,27 @@ def append(event: ConsoleEvent) -> ConsoleEvent:
     head.last_hash = event.entry_hash
     head.save(update_fields=["seq", "last_hash"])
     return event
+
+
+def verify() -> tuple[int, str | None]:
+    """Walk the console's chain from its first entry to its head; return how many entries were
+    checked and a description of the first break (``None`` when intact)."""
+    checked = 0
+    expected_seq, previous = 1, ""
+    for event in ConsoleEvent.objects.order_by("seq").iterator(chunk_size=2000):
+        checked += 1
+        where = f"console record, entry {event.id} (seq {event.seq})"
+        if event.seq != expected_seq:
+            return checked, f"{where}: expected seq {expected_seq}; an entry is missing"
+        if event.prev_hash != previous:
+            return checked, f"{where}: does not link to the entry before it"
+        if entry_hash(event) != event.entry_hash:
+            return checked, f"{where}: its content does not match its hash; it was changed"
+        expected_seq, previous = expected_seq + 1, event.entry_hash
+    head = ChainHead.objects.filter(name=CONSOLE_CHAIN).first()
+    if head is not None and (head.seq, head.last_hash) != (expected_seq - 1, previous):
+        return checked, (
+            f"console record: the chain ends at seq {expected_seq - 1} but its head says "
+            f"{head.seq}; entries at the end were removed"
+        )
+    return checked, None

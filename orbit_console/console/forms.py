@@ -12,6 +12,7 @@ from django import forms
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from orbit_console.console.models import EVENT_LABELS, SubmissionState
 from orbit_console.lib import strictjson
 from orbit_console.lib.recovery_rules import (
     MAX_EVIDENCE_REF_CHARS,
@@ -272,3 +273,52 @@ class RetryConfirmForm(forms.Form):
             "under the same business identity is safe (safe_to_retry)."
         ),
     )
+
+
+class ExplorerFilters(forms.Form):
+    """The audit explorer's filters. Times are in the person's time zone."""
+
+    person = forms.CharField(label=_("Person"), required=False, max_length=150)
+    kind = forms.ChoiceField(label=_("Action"), required=False)
+    outcome = forms.ChoiceField(
+        label=_("Outcome"),
+        required=False,
+        choices=[("", _("Any")), *list(SubmissionState.choices)],
+    )
+    task_id = forms.RegexField(
+        label=_("Task id"),
+        required=False,
+        regex=r"^[0-9a-f]{32}$",
+        error_messages={"invalid": _("A task id is 32 lowercase hexadecimal characters.")},
+    )
+    queue_id = forms.RegexField(
+        label=_("Queue id"),
+        required=False,
+        regex=r"^[0-9a-f]{32}$",
+        error_messages={"invalid": _("A queue id is 32 lowercase hexadecimal characters.")},
+    )
+    since = forms.DateTimeField(
+        label=_("From"),
+        required=False,
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    until = forms.DateTimeField(
+        label=_("Until"),
+        required=False,
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["kind"].choices = [("", _("Any"))] + [  # type: ignore[attr-defined]
+            (kind, label) for kind, label in EVENT_LABELS.items()
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since and until and since >= until:
+            self.add_error("until", _("The end must come after the start."))
+        return cleaned

@@ -214,6 +214,7 @@ EVENT_LABELS = {
     "proposal.withdrawn": _("Withdrawn"),
     "proposal.expired": _("Expired without being sent"),
     "proposal.closed": _("Closed: the platform refused it"),
+    "audit.exported": _("Audit record exported"),
 }
 
 

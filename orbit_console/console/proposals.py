@@ -92,6 +92,7 @@ def _insert(slot: str, **fields: object) -> Proposal:
 def proposal_approve(*, proposal_id: str, approver: User, note: str = "") -> Submission | None:
     """Record an approval. When it is the last one needed, the proposal becomes a submission
     sent as the approving supervisor, returned for sending; otherwise ``None``."""
+    _expire_overdue(proposal_id)
     with transaction.atomic():
         proposal = _locked_pending(proposal_id)
         if approver.pk == proposal.proposed_by_id:
@@ -129,6 +130,7 @@ def proposal_approve(*, proposal_id: str, approver: User, note: str = "") -> Sub
 def proposal_reject(*, proposal_id: str, supervisor: User, reason: str) -> Proposal:
     if not reason.strip():
         raise ProposalRefused(_("Say why the proposal is rejected."))
+    _expire_overdue(proposal_id)
     with transaction.atomic():
         proposal = _locked_pending(proposal_id)
         if not supervisor.groups.filter(name=SUPERVISOR).exists():
@@ -137,6 +139,7 @@ def proposal_reject(*, proposal_id: str, supervisor: User, reason: str) -> Propo
 
 
 def proposal_withdraw(*, proposal_id: str, person: User) -> Proposal:
+    _expire_overdue(proposal_id)
     with transaction.atomic():
         proposal = _locked_pending(proposal_id)
         if person.pk != proposal.proposed_by_id:
@@ -157,6 +160,14 @@ def expire_due(now: datetime) -> int:
             proposal = Proposal.objects.select_for_update().get(id=proposal_id)
             expired += _expire_if_due(proposal, now)
     return expired
+
+
+def _expire_overdue(proposal_id: str) -> None:
+    """Record the expiry of an overdue proposal in a transaction of its own: the refusal that
+    follows rolls back the decision's transaction, and the expiry must not go with it."""
+    with transaction.atomic():
+        proposal = Proposal.objects.select_for_update().get(id=proposal_id)
+        _expire_if_due(proposal, timezone.now())
 
 
 def _locked_pending(proposal_id: str) -> Proposal:

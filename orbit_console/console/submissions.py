@@ -134,6 +134,14 @@ def record_event(
     return event
 
 
+def record_export(*, actor: User, note: str) -> ConsoleEvent:
+    """An export of the console's record is itself recorded, with its filter and time."""
+    with transaction.atomic():
+        return chain.append(
+            ConsoleEvent(kind="audit.exported", actor=actor, note=note, created_at=timezone.now())
+        )
+
+
 # --- Sending ----------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from orbit_console.console.views import approvals, queue, submissions, tasks, wizards
+from orbit_console.console.views import approvals, audit, queue, submissions, tasks, wizards
 
 app_name = "console"
 
@@ -14,6 +14,13 @@ urlpatterns = [
         "submissions/<str:submission_id>/resend",
         submissions.submission_resend,
         name="submission_resend",
+    ),
+    path("audit", audit.explorer_page, name="audit"),
+    path("audit/export.<str:fmt>", audit.export, name="audit_export"),
+    path(
+        "tasks/<str:task_id>/operations/<str:audit_id>",
+        audit.operation_detail,
+        name="operation",
     ),
     path("approvals", approvals.approvals_queue, name="approvals"),
     path("proposals/<str:proposal_id>", approvals.proposal_detail, name="proposal"),

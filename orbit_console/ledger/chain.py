@@ -24,3 +24,25 @@ def entry_hash(record: OperationAudit) -> str:
         "prev_hash": record.prev_hash,
     }
     return hashlib.sha256(strictjson.canonical(content).encode()).hexdigest()
+
+
+def verify() -> tuple[int, str | None]:
+    """Walk every task's audit chain; return how many records were checked and a description
+    of the first break (``None`` when every chain is intact). Streams: memory stays bounded."""
+    checked = 0
+    task_id: str | None = None
+    expected_seq, previous = 1, ""
+    records = OperationAudit.objects.order_by("task_id", "seq").iterator(chunk_size=2000)
+    for record in records:
+        if record.task_id != task_id:
+            task_id, expected_seq, previous = record.task_id, 1, ""
+        checked += 1
+        where = f"ledger audit of task {record.task_id}, record {record.id} (seq {record.seq})"
+        if record.seq != expected_seq:
+            return checked, f"{where}: expected seq {expected_seq}; a record is missing"
+        if record.prev_hash != previous:
+            return checked, f"{where}: does not link to the record before it"
+        if entry_hash(record) != record.entry_hash:
+            return checked, f"{where}: its content does not match its hash; it was changed"
+        expected_seq, previous = expected_seq + 1, record.entry_hash
+    return checked, None

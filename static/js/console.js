@@ -56,15 +56,26 @@
     if (empty && items.length) { empty.remove(); }
   }
 
+  function showChanged() {
+    var notice = document.getElementById("task-changed");
+    if (notice) { notice.hidden = false; }
+  }
+
   function merge(html) {
     var entries = list();
     if (!entries) { return; }
     var template = document.createElement("template");
     template.innerHTML = html;
+    var changed = false;
     template.content.querySelectorAll("li[data-sort]").forEach(function (item) {
-      if (!document.getElementById(item.id)) { entries.appendChild(item); }
+      if (!document.getElementById(item.id)) {
+        entries.appendChild(item);
+        changed = changed || item.classList.contains("source-platform");
+      }
     });
     sortEntries();
+    // A platform entry caught up after a reconnect changed the task just as a pushed one does.
+    if (changed) { showChanged(); }
   }
 
   function resync(socketElement) {
@@ -90,10 +101,7 @@
   });
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     sortEntries();
-    if (String(event.detail.message).indexOf("source-platform") !== -1) {
-      var notice = document.getElementById("task-changed");
-      if (notice) { notice.hidden = false; }
-    }
+    if (String(event.detail.message).indexOf("source-platform") !== -1) { showChanged(); }
     var rows = document.getElementById("proposal-rows");
     var none = document.getElementById("no-proposals");
     if (rows && none) { none.hidden = rows.children.length > 0; }

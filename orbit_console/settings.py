@@ -8,6 +8,7 @@ in docs/deployment.md.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -48,6 +49,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",
     "orbit_console.ops",
     "orbit_console.ledger",
     "orbit_console.console",
@@ -59,6 +61,7 @@ MIDDLEWARE = [
     # thread that also runs the embedded API's views, and a console view waiting on the API
     # over HTTP would then wait on itself (docs/architecture.md).
     "orbit_console.ops.middleware.RequestIdMiddleware",
+    "orbit_console.ops.middleware.AccessLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -70,6 +73,12 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "orbit_console.console.middleware.TimezoneMiddleware",
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "orbit_console.urls"
@@ -147,6 +156,19 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:work_queue"
 LOGOUT_REDIRECT_URL = "login"
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 8 * 3600, minimum=60)
+# Sign-in throttling (django-axes): after AXES_FAILURE_LIMIT failures for one user name from
+# one address, that pair is locked out for AXES_COOLOFF_TIME. Django's login() rotates the
+# session key on every sign-in.
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
+AXES_VERBOSE = False
+AXES_IPWARE_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if AXES_IPWARE_PROXY_COUNT else ["REMOTE_ADDR"]
+)
 SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
@@ -174,7 +196,7 @@ if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
     SECURE_REDIRECT_EXEMPT = [r"^health/"]
 
 # --- Languages and time ---------------------------------------------------------------------
@@ -260,6 +282,10 @@ TIMELINE_RECHECK_SECONDS = env_int("TIMELINE_RECHECK_SECONDS", 5, minimum=1)
 TIMELINE_POLL_SECONDS = 1.0
 TIMELINE_POLL_MAX_SECONDS = 10.0
 TIMELINE_WATCH_DEADLINE_SECONDS = env_int("TIMELINE_WATCH_DEADLINE_SECONDS", 3600, minimum=10)
+
+# --- Operations -----------------------------------------------------------------------------
+# /metrics answers only requests bearing this token; unset, it does not exist (ops/metrics.py).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
 
 # --- Logging --------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from orbit_console.ops import views as ops
+from orbit_console.ops.metrics import metrics
 
 urlpatterns = [
     path("v1/", include("orbit_console.ledger.api.urls")),
@@ -18,6 +19,7 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("health/live", ops.live, name="health-live"),
     path("health/ready", ops.ready, name="health-ready"),
+    path("metrics", metrics, name="metrics"),
 ]
 
 handler404 = "orbit_console.ops.views.page_not_found"

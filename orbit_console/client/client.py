@@ -8,6 +8,8 @@ other non-success raises ``OrbitError`` with status, code, message, request id a
 ``retry_after_ms``. Timeouts are explicit.
 """
 
+import logging
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -29,6 +31,10 @@ from orbit_console.client.types import (
     TaskSummary,
 )
 from orbit_console.lib import strictjson
+from orbit_console.ops.context import current_request_id
+from orbit_console.ops.metrics import API_CALLS
+
+logger = logging.getLogger("orbit.client")
 
 T = TypeVar("T")
 
@@ -166,6 +172,46 @@ class OrbitClient:
         content: bytes | None = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
+        """One request, observed: a log line (operation, outcome, the API's request id, time)
+        and a counter. Never the token, the body, a business key or a result."""
+        operation = _operation_name(method, path)
+        caller = current_request_id.get()
+        if caller:
+            headers = {**(headers or {}), "X-Caller-Request-Id": caller}
+        started = time.perf_counter()
+        outcome = "unknown"
+        api_request_id = None
+        try:
+            data, meta = await self._send(method, path, params, content, headers)
+            outcome, api_request_id = str(meta["_status"]), meta.get("request_id")
+            return data, meta
+        except OrbitError as error:
+            outcome, api_request_id = str(error.status), error.request_id
+            raise
+        except OutcomeUnknown as unknown:
+            outcome = "unknown"
+            api_request_id = unknown.request_id
+            raise
+        finally:
+            API_CALLS.labels(operation=operation, outcome=outcome).inc()
+            logger.info(
+                "orbit api call",
+                extra={
+                    "operation": operation,
+                    "outcome": outcome,
+                    "api_request_id": api_request_id,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                },
+            )
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str] | None,
+        content: bytes | None,
+        headers: dict[str, str] | None,
+    ) -> tuple[Any, dict[str, Any]]:
         try:
             response = await self._http.request(
                 method, path, params=params, content=content, headers=headers
@@ -197,6 +243,19 @@ class OrbitClient:
                 field=error.get("field"),
             )
         return document.get("data"), {"request_id": request_id, "_status": response.status_code}
+
+
+def _operation_name(method: str, path: str) -> str:
+    """GetTask, ReviewTask, ... from the request line (ids never reach the metric labels)."""
+    parts = path.strip("/").split("/")  # v1, tasks, <id>[:verb], operations|attempts, <id>
+    if len(parts) == 2:
+        return "ListTasks"
+    if len(parts) == 3:
+        verb = parts[2].partition(":")[2]
+        return {"review": "ReviewTask", "retry": "RetryTask"}.get(verb, "GetTask")
+    if parts[3] == "attempts":
+        return "ListAttempts"
+    return "GetTaskOperation" if len(parts) == 5 else "ListTaskOperations"
 
 
 def _document(response: httpx.Response) -> Any:

@@ -5,3 +5,12 @@ class ConsoleConfig(AppConfig):
     name = "orbit_console.console"
     label = "console"
     verbose_name = "Orbit Console: people, decisions and submissions"
+
+    def ready(self) -> None:
+        from prometheus_client import REGISTRY
+
+        from orbit_console.console.metrics import SubmissionCollector
+
+        if not getattr(REGISTRY, "_orbit_submissions", False):
+            REGISTRY.register(SubmissionCollector())
+            REGISTRY._orbit_submissions = True  # type: ignore[attr-defined]

@@ -14,12 +14,12 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from orbit_console.ops.metrics import PUBLISH_FAILURES
+
 logger = logging.getLogger("orbit.live")
 
 OPERATION_MESSAGE = "ledger.operation"
 CONSOLE_EVENT_MESSAGE = "console.event"
-
-publish_failures = 0  # read by the metrics endpoint
 
 
 def task_group(task_id: str) -> str:
@@ -30,14 +30,13 @@ def task_group(task_id: str) -> str:
 def publish(group: str, message: dict[str, Any]) -> bool:
     """Send to a group now. A failure is logged and counted, never raised: a write must not
     fail because a notification could not go out (viewers catch up when they reconnect)."""
-    global publish_failures
     layer = get_channel_layer()
     if layer is None:
         return False
     try:
         async_to_sync(layer.group_send)(group, message)
     except Exception:
-        publish_failures += 1
+        PUBLISH_FAILURES.inc()
         logger.exception("channel layer publish failed", extra={"group": group})
         return False
     return True

@@ -1,3 +1,5 @@
+import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -5,6 +7,9 @@ from django.http import HttpRequest, HttpResponse
 
 from orbit_console.lib.ids import new_request_id
 from orbit_console.ops.context import current_request_id
+from orbit_console.ops.metrics import REQUEST_LATENCY
+
+access_logger = logging.getLogger("orbit.access")
 
 REQUEST_ID_HEADER = "X-Request-Id"
 
@@ -52,3 +57,41 @@ class RequestIdMiddleware:
         request_id = new_request_id()
         request.request_id = request_id  # type: ignore[attr-defined]
         return request_id
+
+
+class AccessLogMiddleware:
+    """One structured log line and one latency observation per request.
+
+    The line holds the method, the path without its query string (queries can carry business
+    keys, E2), the status, the time taken and the view; ``request_id`` comes from the log filter.
+    """
+
+    async_capable = True
+    sync_capable = False
+
+    def __init__(self, get_response: Callable[[HttpRequest], Awaitable[HttpResponse]]) -> None:
+        self.get_response = get_response
+        markcoroutinefunction(self)
+
+    async def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = await self.get_response(request)
+        elapsed = time.perf_counter() - started
+        match = request.resolver_match
+        view = match.view_name if match is not None and match.view_name else "unmatched"
+        if view.endswith("metrics"):
+            return response
+        REQUEST_LATENCY.labels(
+            view=view, method=request.method, status=response.status_code
+        ).observe(elapsed)
+        access_logger.info(
+            "request",
+            extra={
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round(elapsed * 1000, 1),
+                "view": view,
+            },
+        )
+        return response

@@ -31,6 +31,7 @@ from orbit_console.ledger.errors import (
 )
 from orbit_console.lib.ids import is_id, new_request_id
 from orbit_console.lib.strictjson import dumps
+from orbit_console.ops.metrics import API_ANSWERS
 
 logger = logging.getLogger("orbit.api")
 
@@ -83,6 +84,20 @@ def api_endpoint(
         @csrf_exempt
         @wraps(view)
         def endpoint(request: HttpRequest, **path: str) -> HttpResponse:
+            response = _answer(request, path)
+            API_ANSWERS.labels(endpoint=view.__name__, status=response.status_code).inc()
+            logger.info(
+                "api answer",
+                extra={
+                    "endpoint": view.__name__,
+                    "status": response.status_code,
+                    "task_id": path.get("task_id", path.get("ref", ""))[:40],
+                    "caller_request_id": _caller_request_id(request),
+                },
+            )
+            return response
+
+        def _answer(request: HttpRequest, path: dict[str, str]) -> HttpResponse:
             try:
                 if request.method != method:
                     raise MethodNotAllowed(f"this endpoint answers {method} only", allow=method)
@@ -99,8 +114,10 @@ def api_endpoint(
                     request,
                     Unavailable("the ledger is unavailable; the request may have been applied"),
                 )
-            except DatabaseError:
-                logger.exception("database error")
+            except DatabaseError as exc:
+                # The type and the driver's error code only: a database message can quote data.
+                code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+                logger.error("database error", extra={"error": type(exc).__name__, "code": code})
                 return error_response(
                     request,
                     Unavailable("the ledger is unavailable; the request may have been applied"),
@@ -110,6 +127,12 @@ def api_endpoint(
         return endpoint
 
     return decorate
+
+
+def _caller_request_id(request: HttpRequest) -> str | None:
+    """The console's request id, when a console called: logs of both sides then join."""
+    caller = request.headers.get("X-Caller-Request-Id", "")
+    return caller if is_id(caller) else None
 
 
 def not_found(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:

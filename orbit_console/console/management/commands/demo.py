@@ -82,7 +82,8 @@ class Command(BaseCommand):
         return passwords
 
     def _serve(self, host: str, port: int, url: str) -> None:
-        env = {**os.environ, "ORBIT_EMBEDDED_API_URL": url}
+        # The terminal stays readable: warnings and errors only, unless LOG_LEVEL says otherwise.
+        env = {"LOG_LEVEL": "WARNING", **os.environ, "ORBIT_EMBEDDED_API_URL": url}
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         # Fixed argument lists of this interpreter and this checkout: nothing untrusted.
         children = [
@@ -91,6 +92,8 @@ class Command(BaseCommand):
                     sys.executable,
                     "-m",
                     "daphne",
+                    "-v",
+                    "0",
                     "-b",
                     host,
                     "-p",

@@ -1,0 +1,30 @@
+# Orbit Console: one image for the console replicas, the migrate step and the reconciler.
+FROM python:3.12-slim-bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends build-essential default-libmysqlclient-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=ghcr.io/astral-sh/uv:0.9 /uv /usr/local/bin/uv
+ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never
+WORKDIR /app
+COPY pyproject.toml uv.lock ./
+RUN uv sync --locked --no-dev --no-install-project
+COPY manage.py ./
+COPY orbit_console ./orbit_console
+COPY templates ./templates
+COPY static ./static
+RUN ORBIT_ENV=production SECRET_KEY=collectstatic-only ORBIT_TOKEN_KEYS=bm90LWEta2V5LWp1c3QtZm9yLWNvbGxlY3RzdGF0aWM= \
+    DATABASE_URL=sqlite:////tmp/collectstatic.sqlite3 \
+    .venv/bin/python manage.py collectstatic --noinput
+
+FROM python:3.12-slim-bookworm
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libmariadb3 \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /app orbit
+WORKDIR /app
+COPY --from=build --chown=orbit:orbit /app /app
+ENV PATH=/app/.venv/bin:$PATH ORBIT_ENV=production PYTHONUNBUFFERED=1 ORBIT_VAR_DIR=/tmp/orbit
+USER orbit
+EXPOSE 8000
+HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/health/live').status != 200)"
+CMD ["daphne", "-v", "0", "-b", "0.0.0.0", "-p", "8000", "--proxy-headers", "orbit_console.asgi:application"]

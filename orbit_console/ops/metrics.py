@@ -1,0 +1,55 @@
+"""Prometheus metrics, served at a path that is not public by default.
+
+``/metrics`` answers only when ``METRICS_TOKEN`` is set, and only to requests that bear it
+(``Authorization: Bearer <token>``); otherwise it is a plain 404, as if it did not exist. The
+reverse proxy never routes it (deploy/nginx.conf): Prometheus scrapes each console process
+directly. Series that describe the database (submissions by state, the reconciler's backlog and
+lag) are computed at scrape time by the console's collector (``console/metrics.py``).
+"""
+
+import hmac
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+REQUEST_LATENCY = Histogram(
+    "orbit_http_request_duration_seconds",
+    "Time to answer an HTTP request, by view",
+    ["view", "method", "status"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+API_CALLS = Counter(
+    "orbit_recovery_api_calls_total",
+    "Calls from the console to the recovery API, by operation and outcome",
+    ["operation", "outcome"],
+)
+API_ANSWERS = Counter(
+    "orbit_recovery_api_answers_total",
+    "Answers of the embedded recovery API, by endpoint and HTTP status",
+    ["endpoint", "status"],
+)
+WEBSOCKETS_OPEN = Gauge(
+    "orbit_websockets_open", "WebSocket connections open in this process", ["consumer"]
+)
+PUBLISH_FAILURES = Counter(
+    "orbit_channel_layer_publish_failures_total",
+    "Live notifications the channel layer failed to take",
+)
+
+
+async def metrics(request: HttpRequest) -> HttpResponse:
+    token = settings.METRICS_TOKEN
+    presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    if not token or not hmac.compare_digest(presented.encode(), token.encode()):
+        raise Http404
+    body = await sync_to_async(generate_latest)(REGISTRY)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -121,3 +121,9 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
             "--disable-quic",
         ],
     }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests last: Playwright's sync API leaves an event loop installed in the test
+    thread for the rest of the session, which code that starts its own loop cannot share."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

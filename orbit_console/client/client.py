@@ -8,7 +8,9 @@ other non-success raises ``OrbitError`` with status, code, message, request id a
 ``retry_after_ms``. Timeouts are explicit.
 """
 
+import functools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -41,6 +43,14 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=30.0, pool=5.0)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS settings, built once per process. Building them loads the CA bundle,
+    tens of milliseconds of CPU on the event loop, and the console makes a client per request
+    and per timeline socket check (docs/performance.md)."""
+    return httpx.create_ssl_context()
+
+
 class OrbitClient:
     """A client for one credential. Use as ``async with OrbitClient(...) as orbit:``."""
 
@@ -58,6 +68,7 @@ class OrbitClient:
             timeout=timeout,
             transport=transport,
             follow_redirects=False,
+            verify=_tls_context(),
         )
 
     async def __aenter__(self) -> Self:

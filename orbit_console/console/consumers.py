@@ -12,8 +12,10 @@ from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
 from orbit_console.console.models import Proposal
-from orbit_console.console.people import SUPERVISOR
+from orbit_console.console.people import SUPERVISOR, load_person
 from orbit_console.console.proposals import APPROVALS_GROUP
+from orbit_console.console.views.approvals import namespace_of, visible_proposals
+from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.timeline.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from orbit_console.timeline.render import cookies_of, language_of, zone_of_scope
 
@@ -34,8 +36,13 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         self.joined = True
         await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
         await self.accept()
+        WEBSOCKETS_OPEN.labels(consumer="approvals").inc()
+        self.counted = True
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "counted", False):
+            WEBSOCKETS_OPEN.labels(consumer="approvals").dec()
+            self.counted = False
         if getattr(self, "joined", False):
             await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
 
@@ -45,7 +52,11 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
 
     @database_sync_to_async
     def _proposal(self, proposal_id: str) -> Proposal | None:
-        return Proposal.objects.select_related("proposed_by").filter(id=proposal_id).first()
+        """The proposal, if it is one this supervisor's queue shows (their namespace's)."""
+        person = load_person(self.user)
+        namespace_id = namespace_of(person) if person is not None else ""
+        proposals = visible_proposals(namespace_id).select_related("proposed_by")
+        return proposals.filter(id=proposal_id).first()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
         if not await self._is_supervisor():

@@ -91,6 +91,9 @@ class Proposal(models.Model):
     action = models.CharField(max_length=8, choices=SubmissionAction.choices)
     task_id = models.CharField(max_length=64, db_index=True)
     queue_id = models.CharField(max_length=64, blank=True)
+    # The proposer's namespace when the console knows it (credentials it minted): supervisors'
+    # queues show the proposals of their own namespace.
+    namespace_id = models.CharField(max_length=64, blank=True)
     expected_revision = models.CharField(max_length=24)
     idempotency_key = models.CharField(max_length=80, unique=True)
     body = models.TextField()

@@ -15,7 +15,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from orbit_console.console.models import Approval, Proposal, ProposalState, Submission
+from orbit_console.console.models import (
+    Approval,
+    OrbitCredential,
+    Proposal,
+    ProposalState,
+    Submission,
+)
 from orbit_console.console.people import SUPERVISOR
 from orbit_console.console.submissions import decision_slot, record_event, submission_create
 from orbit_console.lib.ids import new_id
@@ -50,10 +56,17 @@ def proposal_create(
 ) -> Proposed:
     """Store a proposal: request body, pinned revision and idempotency key, fixed from now on.
     One live proposal per task revision: a second one returns the first (``created=False``)."""
+    namespace_id = (
+        OrbitCredential.objects.filter(user=proposed_by)
+        .values_list("namespace_id", flat=True)
+        .first()
+        or ""
+    )
     fields = {
         "action": action,
         "task_id": task_id,
         "queue_id": queue_id,
+        "namespace_id": namespace_id,
         "expected_revision": expected_revision,
         "body": body,
         "proposed_by": proposed_by,
@@ -174,10 +187,14 @@ def _locked_pending(proposal_id: str) -> Proposal:
     proposal = Proposal.objects.select_for_update().select_related("decided_by").get(id=proposal_id)
     _expire_if_due(proposal, timezone.now())
     if not proposal.is_pending:
-        who = proposal.decided_by.get_username() if proposal.decided_by else _("nobody")
+        state = proposal.get_state_display()
+        if proposal.decided_by is None:  # expired: nobody decided it
+            raise ProposalRefused(
+                _("This proposal was already decided: %(state)s.") % {"state": state}
+            )
         raise ProposalRefused(
             _("This proposal was already decided: %(state)s by %(who)s.")
-            % {"state": proposal.get_state_display(), "who": who}
+            % {"state": state, "who": proposal.decided_by.get_username()}
         )
     return proposal
 

@@ -7,7 +7,9 @@ One group per task, ``orbit.task.<task_id>``, carries two message types:
 that every channel layer can carry them.
 """
 
+import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -34,10 +36,24 @@ def publish(group: str, message: dict[str, Any]) -> bool:
     if layer is None:
         return False
     try:
-        async_to_sync(layer.group_send)(group, message)
+        if _loop_running_here():
+            # Sync code called from a thread that runs an event loop (not a server path, but a
+            # script or test driving one): send from a helper thread instead of failing.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                pool.submit(async_to_sync(layer.group_send), group, message).result()
+        else:
+            async_to_sync(layer.group_send)(group, message)
     except Exception:
         PUBLISH_FAILURES.inc()
         logger.exception("channel layer publish failed", extra={"group": group})
+        return False
+    return True
+
+
+def _loop_running_here() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
         return False
     return True
 

@@ -9,6 +9,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
+from django.http import HttpRequest
+
 from orbit_console.ops.context import current_request_id
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
@@ -35,6 +37,10 @@ class JsonFormatter(logging.Formatter):
             if name in _STANDARD or name.startswith("_"):
                 continue
             if any(word in name.lower() for word in _SECRET_WORDS):
+                continue
+            if isinstance(value, HttpRequest):
+                # Django's own records carry the request; its repr holds the query string,
+                # which can hold a full business key (E2). The message names the path.
                 continue
             entry[name] = (
                 value if isinstance(value, str | int | float | bool | None) else repr(value)

@@ -40,6 +40,9 @@ API_ANSWERS = Counter(
 WEBSOCKETS_OPEN = Gauge(
     "orbit_websockets_open", "WebSocket connections open in this process", ["consumer"]
 )
+# Exported at 0 from the start, so that a scrape before the first socket still sees the series.
+for _consumer in ("timeline", "approvals"):
+    WEBSOCKETS_OPEN.labels(consumer=_consumer)
 PUBLISH_FAILURES = Counter(
     "orbit_channel_layer_publish_failures_total",
     "Live notifications the channel layer failed to take",
@@ -48,8 +51,12 @@ PUBLISH_FAILURES = Counter(
 
 async def metrics(request: HttpRequest) -> HttpResponse:
     token = settings.METRICS_TOKEN
-    presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
-    if not token or not hmac.compare_digest(presented.encode(), token.encode()):
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if (
+        not token
+        or scheme.lower() != "bearer"
+        or not hmac.compare_digest(presented.encode(), token.encode())
+    ):
         raise Http404
     body = await sync_to_async(generate_latest)(REGISTRY)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

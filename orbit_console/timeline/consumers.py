@@ -20,6 +20,7 @@ from orbit_console.client import OrbitError, OutcomeUnknown
 from orbit_console.console.people import Person, load_person, orbit_client
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import task_group
+from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.timeline import watcher
 from orbit_console.timeline.builder import actor_names
 from orbit_console.timeline.entries import from_event, from_operation
@@ -60,8 +61,13 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
         if not settings.ORBIT_API_EMBEDDED and person.credential is not None:
             await watcher.watch(task_id, person.credential, self.channel_layer)
         await self.accept()
+        WEBSOCKETS_OPEN.labels(consumer="timeline").inc()
+        self.counted = True
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "counted", False):
+            WEBSOCKETS_OPEN.labels(consumer="timeline").dec()
+            self.counted = False
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             self.recheck.cancel()

@@ -78,7 +78,26 @@
     if (changed) { showChanged(); }
   }
 
+  // The approvals queue catches up by taking the pending rows as they are now.
+  function resyncRows(socketElement) {
+    var url = socketElement.dataset.resyncRows;
+    if (!url) { return; }
+    fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
+      .then(function (response) { return response.ok ? response.text() : ""; })
+      .then(function (html) {
+        var template = document.createElement("template");
+        template.innerHTML = "<table>" + html + "</table>";
+        var fresh = template.content.querySelector("#proposal-rows");
+        var rows = document.getElementById("proposal-rows");
+        if (fresh && rows) { rows.innerHTML = fresh.innerHTML; }
+        var none = document.getElementById("no-proposals");
+        if (rows && none) { none.hidden = rows.children.length > 0; }
+      })
+      .catch(function () { /* the next reconnect tries again */ });
+  }
+
   function resync(socketElement) {
+    resyncRows(socketElement);
     var url = socketElement.dataset.timelineResync;
     if (!url) { return; }
     fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })

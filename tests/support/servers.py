@@ -61,6 +61,8 @@ class DaphneServer:
                 sys.executable,
                 "-m",
                 "daphne",
+                "-v",
+                "0",
                 "-b",
                 "127.0.0.1",
                 "-p",

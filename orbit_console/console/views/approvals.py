@@ -3,12 +3,13 @@
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from orbit_console.client import OrbitError, OutcomeUnknown, Task
+from orbit_console.client import OutcomeUnknown, Task
 from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, Submission
 from orbit_console.console.people import SUPERVISOR, Person
 from orbit_console.console.proposals import (
@@ -28,14 +29,32 @@ RECENT = 20
 @console_view
 @requires_role(SUPERVISOR)
 async def approvals_queue(request: HttpRequest) -> HttpResponse:
-    pending, recent = await sync_to_async(_queue)()
-    return await arender(request, "console/approvals.html", {"pending": pending, "recent": recent})
+    person: Person = request.person  # type: ignore[attr-defined]
+    pending, recent = await sync_to_async(_queue)(namespace_of(person))
+    context = {"pending": pending, "recent": recent}
+    template = "console/approvals.html#rows" if request.htmx else "console/approvals.html"  # type: ignore[attr-defined]
+    return await arender(request, template, context)
 
 
-def _queue() -> tuple[list[Proposal], list[Proposal]]:
-    proposals = Proposal.objects.select_related("proposed_by", "decided_by")
+def namespace_of(person: Person) -> str:
+    """The namespace of the person's credential, when the console knows it ("" otherwise)."""
+    return person.credential.namespace_id if person.credential is not None else ""
+
+
+def visible_proposals(namespace_id: str) -> QuerySet[Proposal]:
+    """Proposals a supervisor of ``namespace_id`` is shown: their namespace's, and those whose
+    namespace the console does not know. Every page and decision also asks the API."""
+    proposals = Proposal.objects.all()
+    if namespace_id:
+        proposals = proposals.filter(namespace_id__in=[namespace_id, ""])
+    return proposals
+
+
+def _queue(namespace_id: str) -> tuple[list[Proposal], list[Proposal]]:
+    proposals = visible_proposals(namespace_id).select_related("proposed_by", "decided_by")
     pending = list(proposals.filter(state=ProposalState.PENDING).order_by("created_at"))
-    recent = list(proposals.exclude(state=ProposalState.PENDING).order_by("-decided_at")[:RECENT])
+    decided = proposals.exclude(state=ProposalState.PENDING).select_related("submission")
+    recent = list(decided.order_by("-decided_at")[:RECENT])
     return pending, recent
 
 
@@ -62,9 +81,11 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
     current: Task | None = None
     current_error: str | None = None
     try:
+        # The task as it is now, read as this person: a task their credential cannot read
+        # (another namespace or queue) is not found, and neither is its proposal.
         async with client(request) as orbit:
             current = await orbit.get_task(proposal.task_id)
-    except (OrbitError, OutcomeUnknown) as exc:
+    except OutcomeUnknown as exc:
         current_error = str(exc)
     context = {
         "proposal": proposal,
@@ -109,6 +130,7 @@ async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpR
     if not person.has_role(SUPERVISOR):
         raise PermissionDenied
     note = request.POST.get("note", "")[:1024]
+    await _require_task_access(request, proposal_id)
     try:
         submission = await sync_to_async(proposal_approve)(
             proposal_id=proposal_id,
@@ -164,6 +186,18 @@ async def proposal_withdraw_view(request: HttpRequest, proposal_id: str) -> Http
     except ProposalRefused as refused:
         messages.error(request, str(refused))
     return _back(proposal_id)
+
+
+async def _require_task_access(request: HttpRequest, proposal_id: str) -> None:
+    """A supervisor decides only proposals about tasks their own credential can read: the API
+    answers 404 otherwise, and the proposal stays untouched (console_view shows not found)."""
+    proposal = (
+        await Proposal.objects.filter(id=proposal_id).afirst() if is_id(proposal_id) else None
+    )
+    if proposal is None:
+        raise Http404("no such proposal")
+    async with client(request) as orbit:
+        await orbit.get_task(proposal.task_id)
 
 
 def _back(proposal_id: str) -> HttpResponse:

@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from orbit_console.client import OrbitError, OutcomeUnknown, Task
+from orbit_console.client import OutcomeUnknown, Task
 from orbit_console.console.models import ConsoleEvent, Submission
 from orbit_console.console.people import Person
 from orbit_console.console.submissions import submission_send
@@ -35,11 +35,12 @@ async def submission_detail(request: HttpRequest, submission_id: str) -> HttpRes
     person: Person = request.person  # type: ignore[attr-defined]
     current: Task | None = None
     current_error: str | None = None
-    # Beside the submission — a receipt, a conflict, an unknown outcome — the task as it is now.
+    # Beside the submission — a receipt, a conflict, an unknown outcome — the task as it is now,
+    # read as this person: a task their credential cannot read is not found, nor its submission.
     try:
         async with client(request) as orbit:
             current = await orbit.get_task(submission.task_id)
-    except (OrbitError, OutcomeUnknown) as exc:
+    except OutcomeUnknown as exc:
         current_error = str(exc)
     context = {
         "submission": submission,

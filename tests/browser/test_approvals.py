@@ -1,0 +1,169 @@
+"""Four eyes in real Chromium (issue 5, Acceptance): an operator proposes a review, the
+supervisors' approvals queue shows it live, a supervisor approves it, and the platform's audit
+record names the supervisor (AU6); the proposal's history names both people.
+
+The console runs with approval required (the production default), on a server of its own;
+operators and supervisors are minted under that policy.
+"""
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
+
+from orbit_console.console.models import OrbitCredential, Proposal
+from tests.approvals.conftest import REQUIRED_ROLE_PERMISSIONS, required_policy, start_server
+from tests.browser.conftest import (
+    BrowserWatch,
+    next_step,
+    open_task,
+    sign_in,
+    submit_decision,
+    task_operations,
+    tick_all_checks,
+)
+from tests.support.people import TestPerson, make_person
+from tests.support.servers import DaphneServer
+
+pytestmark = pytest.mark.browser
+
+CURRENT_STEP = "ol.steps [aria-current=step]"
+
+
+@pytest.fixture(scope="module")
+def approvals_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
+    """API and console with approval required for reviews and retries."""
+    server = start_server("browser-approvals", django_db_blocker)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def crew(settings: Any, world: dict[str, Any]) -> dict[str, TestPerson]:
+    settings.CONSOLE_APPROVAL_POLICY = required_policy()
+    settings.CONSOLE_ROLE_PERMISSIONS = REQUIRED_ROLE_PERMISSIONS
+    return {
+        "operator": make_person(world, "operator"),
+        "supervisor": make_person(world, "supervisor"),
+        "supervisor_2": make_person(world, "supervisor"),
+    }
+
+
+@pytest.fixture
+def other_page(browser: Browser, browser_watch: BrowserWatch) -> Iterator[Any]:
+    """Open pages in browser contexts of their own (one person each), watched like ``page``."""
+    contexts: list[BrowserContext] = []
+
+    def open_page() -> Page:
+        context = browser.new_context()
+        contexts.append(context)
+        new = context.new_page()
+        browser_watch.attach(new)
+        return new
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def open_live_queue(page: Page, server: DaphneServer, person: TestPerson) -> None:
+    """Sign in and open the approvals queue, connected to its live feed."""
+    sign_in(page, server, person)
+    page.goto(f"{server.url}/approvals")
+    expect(page.locator("h1")).to_have_text("Approvals")
+    expect(page.locator("#approvals-live")).to_have_text("live")
+    page.evaluate("window.orbitNotReloaded = true")
+
+
+def not_reloaded(page: Page) -> bool:
+    return bool(page.evaluate("window.orbitNotReloaded === true"))
+
+
+def step(page: Page, label: str) -> Locator:
+    """The entry of the proposal's history whose label is exactly ``label``."""
+    strong = page.locator("strong", has_text=re.compile(rf"^{re.escape(label)}$"))
+    return page.locator("#proposal-history li", has=strong)
+
+
+def propose_review_in_browser(page: Page, server: DaphneServer, task_id: str) -> str:
+    """Walk the review wizard as an operator who must propose; the proposal's id."""
+    open_task(page, server, task_id)
+    page.get_by_role("link", name="Propose a review").click()
+    expect(page.locator(CURRENT_STEP)).to_have_text("Verify")
+    tick_all_checks(page)
+    next_step(page)
+    expect(page.locator(CURRENT_STEP)).to_have_text("Decide")
+    page.locator("input[name=outcome][value=FAILED]").check()
+    page.fill("#id_result", '{"confirmed": true}')
+    page.fill("#id_reason", "Checked the object store: the write never happened")
+    page.fill("#id_evidence_ref", "evidence:reconciliation-001")
+    next_step(page)
+    expect(page.locator(CURRENT_STEP)).to_have_text("Confirm")
+    expect(page.locator("button[name=nav][value=submit]")).to_have_text("Propose the review")
+    submit_decision(page, "execution_settled")
+    expect(page.locator("#proposal-state")).to_contain_text("Waiting for approval")
+    return page.url.rstrip("/").rsplit("/", 1)[1]
+
+
+def test_a_proposed_review_reaches_the_supervisor_live_and_goes_out_as_the_supervisor_AU6(
+    page: Page,
+    other_page: Any,
+    approvals_console: DaphneServer,
+    crew: dict[str, TestPerson],
+    world: dict[str, Any],
+) -> None:
+    task_id = world["tasks"]["needs_review"]
+    supervisor_page: Page = other_page()
+    watcher_page: Page = other_page()
+    open_live_queue(supervisor_page, approvals_console, crew["supervisor"])
+    open_live_queue(watcher_page, approvals_console, crew["supervisor_2"])
+
+    sign_in(page, approvals_console, crew["operator"])
+    proposal_id = propose_review_in_browser(page, approvals_console, task_id)
+    assert Proposal.objects.get(id=proposal_id).task_id == task_id
+
+    # Both supervisors' queues show it without a reload.
+    row = supervisor_page.locator(f"#proposal-{proposal_id}")
+    expect(row).to_be_visible()
+    expect(row).to_contain_text(crew["operator"].username)
+    expect(row).to_contain_text(task_id[:8])
+    expect(watcher_page.locator(f"#proposal-{proposal_id}")).to_be_visible()
+    expect(supervisor_page.locator("#no-proposals")).to_be_hidden()
+    assert not_reloaded(supervisor_page) and not_reloaded(watcher_page)
+
+    # The supervisor opens it, sees it beside the task as it is now, and approves it.
+    row.get_by_role("link", name="Review", exact=True).click()
+    expect(supervisor_page.locator("#proposal-state")).to_contain_text("Waiting for approval")
+    expect(supervisor_page.locator("#current-revision")).to_have_text("3")
+    expect(supervisor_page.locator("#proposal-drift")).to_have_count(0)
+    supervisor_page.fill("#approve-note", "Matches the reconciliation report")
+    supervisor_page.get_by_role("button", name="Approve and send").click()
+    expect(supervisor_page).to_have_url(re.compile(r"/submissions/[0-9a-f]{32}$"))
+    audit_id_cell = supervisor_page.locator("#receipt-audit-id")
+    expect(audit_id_cell).not_to_be_empty()
+    audit_id = (audit_id_cell.text_content() or "").strip()
+
+    # The platform's audit record names the supervisor, not the operator (AU6).
+    with httpx.Client(base_url=approvals_console.url, timeout=60) as api:
+        [record] = [item for item in task_operations(api, world, task_id) if item["id"] == audit_id]
+    assert record["action"] == "task.review"
+    supervisor_actor = OrbitCredential.objects.get(user=crew["supervisor"].user).actor_id
+    operator_actor = OrbitCredential.objects.get(user=crew["operator"].user).actor_id
+    assert record["actor_id"] == supervisor_actor != operator_actor
+
+    # The decided proposal leaves the other supervisor's open queue, live.
+    expect(watcher_page.locator(f"#proposal-{proposal_id}")).to_have_count(0)
+    assert not_reloaded(watcher_page)
+
+    # The proposal's history names both people.
+    page.goto(f"{approvals_console.url}/proposals/{proposal_id}")
+    expect(page.locator("#proposal-state")).to_contain_text("Approved and sent")
+    history = page.locator("#proposal-history")
+    expect(history).to_contain_text("Proposed for approval")
+    expect(step(page, "Proposed for approval")).to_contain_text(crew["operator"].username)
+    expect(step(page, "Approved")).to_contain_text(crew["supervisor"].username)
+    expect(history).to_contain_text("Receipt received")
+    expect(history).to_contain_text("Matches the reconciliation report")

@@ -1,0 +1,214 @@
+"""The live audit timeline in real Chromium (issue 4, Acceptance): two browsers on one task
+page, a review in one (or straight through the API) appears in the other without a reload, a
+reconnect after missed entries catches up, and no entry is ever shown twice."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect
+
+from tests.browser.conftest import (
+    BrowserWatch,
+    open_task,
+    review_records,
+    review_to_confirm,
+    sign_in,
+    submit_decision,
+)
+from tests.support.orbit import retry, review
+from tests.support.people import TestPerson, make_person
+from tests.support.servers import DaphneServer
+
+pytestmark = pytest.mark.browser
+
+ENTRIES = "#timeline-entries > li[id^=entry-]"
+RECONNECT_TIMEOUT_MS = 60_000  # full-jitter backoff after a few failed attempts: up to ~30 s
+
+
+@pytest.fixture
+def second_page(browser: Browser, browser_watch: BrowserWatch) -> Iterator[Page]:
+    """A page in a context of its own (a second browser: its own cookies and session)."""
+    context: BrowserContext = browser.new_context()
+    page = context.new_page()
+    browser_watch.attach(page)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def viewer_server(django_db_blocker: Any, orbit_server: DaphneServer) -> Iterator[DaphneServer]:
+    """A console of its own for a viewer, to be stopped and started again by the test."""
+    with django_db_blocker.unblock():
+        server = DaphneServer("timeline-viewer").start()
+    yield server
+    server.stop()
+
+
+def open_live_timeline(page: Page, server: DaphneServer, person: TestPerson, task_id: str) -> None:
+    sign_in(page, server, person)
+    open_task(page, server, task_id)
+    expect(page.locator("#timeline-live")).to_have_text("live")
+
+
+def mark_page(page: Page) -> None:
+    """Leave a mark in the page's JavaScript state: a reload would wipe it."""
+    page.evaluate("window.__timelineMark = 'not reloaded'")
+
+
+def assert_not_reloaded(page: Page) -> None:
+    assert page.evaluate("window.__timelineMark") == "not reloaded"
+
+
+def entry_ids(page: Page) -> list[str]:
+    ids: list[str] = page.locator(ENTRIES).evaluate_all("items => items.map(item => item.id)")
+    return ids
+
+
+def assert_no_duplicates(page: Page) -> None:
+    ids = entry_ids(page)
+    assert ids, "the timeline shows no entry"
+    assert len(ids) == len(set(ids)), f"duplicate entries: {ids}"
+
+
+def assert_newest_first(page: Page) -> None:
+    keys: list[str] = page.locator(ENTRIES).evaluate_all(
+        "items => items.map(item => item.dataset.sort)"
+    )
+    assert keys == sorted(keys, reverse=True)
+
+
+def api_review(api: httpx.Client, world: dict[str, Any], task: str) -> str:
+    response = review(api, world, task)
+    assert response.status_code == 200, response.text
+    audit_id: str = response.json()["data"]["audit_id"]
+    return audit_id
+
+
+# --- Two browsers on one task page ------------------------------------------------------------
+
+
+def test_review_through_the_wizard_appears_live_in_another_browser(
+    page: Page,
+    second_page: Page,
+    orbit_server: DaphneServer,
+    api: httpx.Client,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """AU2: a supervisor (who also audits) reviews in one browser; the auditor's open page
+    shows the platform's new entry and the console's events without a reload, once each."""
+    task_id = world["tasks"]["needs_review"]
+    reviewer = make_person(world, "supervisor", "auditor")
+    open_live_timeline(page, orbit_server, people["auditor"], task_id)
+    mark_page(page)
+    expect(page.locator("#task-changed")).to_be_hidden()
+
+    sign_in(second_page, orbit_server, reviewer)
+    review_to_confirm(second_page, orbit_server, task_id, reason="Checked <the store> & more")
+    submit_decision(second_page, "execution_settled")
+    expect(second_page.locator(".callout.ok h2")).to_have_text("Applied")
+
+    [record] = review_records(api, world, task_id)
+    entry = page.locator(f"#entry-op-{record['id']}")
+    expect(entry).to_be_visible()
+    expect(entry).to_contain_text("Reviewed")
+    expect(entry).to_contain_text("Checked <the store> & more")  # shown as text, escaped
+    expect(entry).to_contain_text(reviewer.username)  # AU6: the console knows the actor
+    expect(page.locator("#task-changed")).to_be_visible()
+    # The console's own events of the submission arrived too (stored, then its outcome).
+    expect(page.locator("#timeline-entries > li.source-console").first).to_be_visible()
+    assert_not_reloaded(page)
+    assert_no_duplicates(page)
+    assert_newest_first(page)
+
+
+def test_review_through_the_api_appears_in_both_browsers_once(
+    page: Page,
+    second_page: Page,
+    orbit_server: DaphneServer,
+    api: httpx.Client,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """Any client of the recovery API changes the task: both open pages show it live, once,
+    on top, and say the task has changed since they were loaded."""
+    task_id = world["tasks"]["needs_review"]
+    open_live_timeline(page, orbit_server, people["auditor"], task_id)
+    open_live_timeline(second_page, orbit_server, make_person(world, "auditor"), task_id)
+    for viewer in (page, second_page):
+        mark_page(viewer)
+    before = len(entry_ids(page))
+
+    audit_id = api_review(api, world, "needs_review")
+
+    for viewer in (page, second_page):
+        expect(viewer.locator(f"#entry-op-{audit_id}")).to_be_visible()
+        expect(viewer.locator(ENTRIES).first).to_have_id(f"entry-op-{audit_id}")
+        expect(viewer.locator("#task-changed")).to_be_visible()
+        expect(viewer.locator(f"#entry-op-{audit_id}")).to_have_count(1)
+        assert_not_reloaded(viewer)
+        assert_no_duplicates(viewer)
+    assert len(entry_ids(page)) == before + 1
+
+
+# --- Reconnecting -------------------------------------------------------------------------------
+
+
+def test_reconnect_catches_up_with_an_entry_missed_while_the_server_was_down(
+    page: Page,
+    viewer_server: DaphneServer,
+    orbit_server: DaphneServer,
+    api: httpx.Client,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """The channel layer delivers at most once and the ws extension replays nothing: after
+    reconnecting, the page fetches what it missed, shows it exactly once, and keeps
+    receiving live entries."""
+    task_id = world["tasks"]["needs_review"]
+    port = viewer_server.port
+    open_live_timeline(page, viewer_server, people["auditor"], task_id)
+    mark_page(page)
+
+    viewer_server.stop()
+    expect(page.locator("#timeline-live")).not_to_have_text("live")
+    missed = api_review(api, world, "needs_review")
+    viewer_server.start()
+    assert viewer_server.port == port
+
+    missed_entry = page.locator(f"#entry-op-{missed}")
+    expect(missed_entry).to_be_visible(timeout=RECONNECT_TIMEOUT_MS)
+    expect(page.locator("#timeline-live")).to_have_text("live")
+    expect(missed_entry).to_have_count(1)
+    expect(page.locator("#task-changed")).to_be_visible()
+    assert_not_reloaded(page)
+
+    # Live again: the next change of the task (made through V's own API, whose process
+    # announces it even without a shared channel layer) is pushed; the missed one stays once.
+    with httpx.Client(base_url=viewer_server.url, timeout=30) as viewer_api:
+        retried = retry(viewer_api, world, "needs_review", revision="4")
+    assert retried.status_code == 201, retried.text
+    expect(page.locator(f"#entry-op-{retried.json()['data']['audit_id']}")).to_be_visible()
+    expect(missed_entry).to_have_count(1)
+    assert_not_reloaded(page)
+    assert_no_duplicates(page)
+    assert_newest_first(page)
+
+
+# --- Who sees the platform's operations -----------------------------------------------------------
+
+
+def test_operator_page_says_platform_operations_are_not_shown_and_opens_no_socket(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """AU1: without tasks:audit:read the page says so rather than showing an empty list, and
+    it does not try to open the live socket."""
+    sign_in(page, orbit_server, people["operator"])
+    open_task(page, orbit_server, world["tasks"]["needs_review"])
+    timeline = page.locator("section.timeline-section")
+    expect(timeline).to_contain_text("the platform's operations on this task are not shown")
+    expect(page.locator("[ws-connect]")).to_have_count(0)
+    expect(page.locator("#timeline-live")).to_have_count(0)
+    expect(page.locator("#timeline-entries > li.source-platform")).to_have_count(0)

@@ -33,10 +33,11 @@ from tests.console.web import (
     wizard_submit,
     wizard_to_confirm,
 )
+from tests.support import servers
 from tests.support.orbit import get_task, review
 from tests.support.people import TestPerson, make_person
 from tests.support.proxy import FaultyProxy
-from tests.support.servers import DaphneServer, test_database_url
+from tests.support.servers import DaphneServer
 
 REQUEST_FIELDS = (
     "id",
@@ -98,7 +99,8 @@ def receipt(html: str) -> tuple[str, str]:
 
 def run_reconciler(api_url: str) -> str:
     """``manage.py reconcile --once`` as the service runs it: its own process, same database."""
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "ORBIT_EMBEDDED_API_URL": api_url}
+    database = servers.test_database_url()
+    env = {**os.environ, "DATABASE_URL": database, "ORBIT_EMBEDDED_API_URL": api_url}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     done = subprocess.run(
         [sys.executable, "manage.py", "reconcile", "--once"],
@@ -234,7 +236,8 @@ def test_queue_full_shows_when_to_try_again_and_the_same_request_succeeds_later_
     submission_id, _shown = submit_while(operator, faulty_proxy, source, "retry", "pass")
     page = operator.get(f"/submissions/{submission_id}")
     text = text_of(page.text)
-    assert "Not applied yet: the queue is full" in text
+    assert "Not applied yet" in text
+    assert "Send the same request again after" in text
     assert "QUEUE_FULL" in text
     alert = element(page.text, r'<div class="callout warning" role="alert">.*?</div>')
     assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT[^"]+Z"', alert)  # when to try again

@@ -11,8 +11,10 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from orbit_console.console.models import OrbitCredential
 from orbit_console.ledger.seed import seed_world
 from orbit_console.lib.ids import new_id
+from orbit_console.lib.secretbox import unseal
 from tests.console.web import (
     Console,
     csrf_token_of,
@@ -26,7 +28,7 @@ from tests.console.web import (
     text_of,
 )
 from tests.support.orbit import bearer, get_task, post, retry, review_body
-from tests.support.people import TestPerson
+from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
 XSS_SCRIPT = "<script>alert(1)</script>"
@@ -383,12 +385,12 @@ def availability(html: str, action: str) -> str | None:
     ],
 )
 def test_task_page_offers_each_action_or_says_why_not(
-    operator: Console,
-    world: dict[str, Any],
+    unchanged_world: tuple[dict[str, Any], Console],
     task: str,
     review_reason: str | None,
     retry_reason: str | None,
 ) -> None:
+    world, operator = unchanged_world
     page = operator.get(f"/tasks/{world['tasks'][task]}")
     assert page.status_code == 200
     for action, expected in (("review", review_reason), ("retry", retry_reason)):
@@ -411,20 +413,12 @@ def test_task_page_says_a_retried_task_has_a_successor(
 def test_task_page_says_when_the_credential_lacks_a_permission(
     orbit_server: DaphneServer, world: dict[str, Any]
 ) -> None:
-    from orbit_console.console.models import OrbitCredential
-
-    person = make_operator(world)
+    person = make_person(world, "operator")
     # The credential was issued without tasks:retry (an external Orbit may do that).
     OrbitCredential.objects.filter(user=person.user).update(permissions="tasks:read tasks:review")
     with signed_in(orbit_server.url, person) as console:
         shown = availability(console.get(f"/tasks/{world['tasks']['failed']}").text, "retry")
     assert shown is not None and "tasks:retry" in shown
-
-
-def make_operator(world: dict[str, Any]) -> TestPerson:
-    from tests.support.people import make_person
-
-    return make_person(world, "operator")
 
 
 def timeline_of(html: str) -> str:
@@ -567,7 +561,11 @@ def test_csrf_is_enforced_on_every_form(
 
 
 def test_every_html_page_carries_a_strict_csp(
-    operator: Console, auditor: Console, orbit_server: DaphneServer, world: dict[str, Any]
+    operator: Console,
+    auditor: Console,
+    orbit_server: DaphneServer,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
 ) -> None:
     task_id = world["tasks"]["needs_review"]
     other = world["tasks"]["needs_review_2"]
@@ -587,9 +585,19 @@ def test_every_html_page_carries_a_strict_csp(
         "forbidden": auditor.get(f"/tasks/{task_id}/review"),
         "csrf failure": operator.post(f"/tasks/{task_id}/review", []),
     }
+    tokens = [
+        unseal(credential.token_ciphertext)
+        for credential in OrbitCredential.objects.filter(
+            user__in=[people["operator"].user, people["auditor"].user]
+        )
+    ]
+    assert len(tokens) == 2
     for name, response in responses.items():
         assert response.headers["content-type"].startswith("text/html"), name
         assert_strict_csp(response)
+        for token in tokens:  # tokens are never rendered
+            assert token not in response.text, name
+            assert token not in str(response.headers), name
     assert responses["wizard unavailable"].status_code == 409
     assert submission_id
 

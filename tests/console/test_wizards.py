@@ -85,7 +85,10 @@ def test_review_wizard_starts_at_verify_with_a_signed_pin(
     form = form_with(page.text, "pin")
     pin = form.value("pin")
     assert pin is not None
-    assert signing.loads(pin, salt=PIN_SALT) == ["review", task_id, "3", 10000]
+    pinned = signing.loads(pin, salt=PIN_SALT)
+    # Action, task, the revision shown, the frozen attempt timeout (and the task's queue).
+    assert pinned[:4] == ["review", task_id, "3", 10000]
+    assert world["queue_id"] in pinned[4:] or len(pinned) == 4
     assert "Pinned revision 3" in text_of(page.text)
     assert {"checked_history", "checked_late_evidence", "checked_external", "checked_lease"} <= set(
         form.names
@@ -151,8 +154,13 @@ BIG_RESULT = '"' + "x" * (256 * 1024 - 1) + '"'  # 256 KiB + 1 byte of JSON text
     ids=["invalid-json", "null", "over-256KiB", "blank-reason", "long-reason", "spaces", "empty"],
 )
 def test_review_decide_explains_each_mistake_inline_and_keeps_what_was_typed_C10_RV3(
-    operator: Console, world: dict[str, Any], typed: dict[str, str], field: str, message: str
+    unchanged_world: tuple[dict[str, Any], Console],
+    live_db: None,
+    typed: dict[str, str],
+    field: str,
+    message: str,
 ) -> None:
+    world, operator = unchanged_world
     task_id = world["tasks"]["needs_review"]
     page = to_decide(operator, task_id, "review")
     values = {
@@ -336,8 +344,13 @@ def local(moment: datetime, zone: ZoneInfo) -> str:
     ],
 )
 def test_retry_decide_explains_each_mistake_inline_RT2_RT3(
-    operator: Console, world: dict[str, Any], typed: dict[str, str], field: str, message: str
+    unchanged_world: tuple[dict[str, Any], Console],
+    live_db: None,
+    typed: dict[str, str],
+    field: str,
+    message: str,
 ) -> None:
+    world, operator = unchanged_world
     task_id = world["tasks"]["failed"]
     page = to_decide(operator, task_id, "retry")
     assert "at least the attempt timeout (10 s)" in text_of(page.text)

@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.http.response import HttpResponseBase
 from django.utils import timezone
 from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
 
 from orbit_console.console import explorer
 from orbit_console.console.forms import ExplorerFilters
@@ -43,6 +44,7 @@ def _filters(request: HttpRequest) -> tuple[ExplorerFilters, explorer.Filters | 
 
 
 @require_GET
+@vary_on_headers("HX-Request")  # the fragment and the page share a URL (hx-push-url)
 @console_view
 @requires_role(AUDITOR, SUPERVISOR)
 async def explorer_page(request: HttpRequest) -> HttpResponse:

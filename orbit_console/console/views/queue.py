@@ -7,6 +7,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
 
 from orbit_console.client import Page, TaskSummary
 from orbit_console.console.forms import WorkQueueFilters
@@ -40,6 +41,7 @@ def _page_url(request: HttpRequest, key: str | None = None, cursor: str | None =
 
 
 @require_GET
+@vary_on_headers("HX-Request")  # the fragment and the page share a URL (hx-push-url)
 @console_view
 async def work_queue(request: HttpRequest) -> HttpResponse:
     filters = WorkQueueFilters(request.GET or None)

@@ -210,7 +210,12 @@ USE_TZ = True
 # --- Static files ---------------------------------------------------------------------------
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# Collected files (production, `collectstatic`); locally the apps' folders are served directly.
+STATIC_ROOT = (
+    Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+    if PRODUCTION or env_str("STATIC_ROOT")
+    else None
+)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

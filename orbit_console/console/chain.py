@@ -1,6 +1,7 @@
 """The hash chain of the console's append-only record (``ConsoleEvent``)."""
 
 import hashlib
+from collections.abc import Iterator
 
 from orbit_console.console.models import ChainHead, ConsoleEvent
 from orbit_console.lib import strictjson
@@ -40,12 +41,21 @@ def append(event: ConsoleEvent) -> ConsoleEvent:
     return event
 
 
+def _in_order(batch: int = 2000) -> Iterator[ConsoleEvent]:
+    """Every entry by ``seq``, read in keyset batches: ``.iterator()`` would stream on SQLite
+    but not on MySQL/MariaDB, whose driver holds the whole result set in memory."""
+    after = 0
+    while entries := list(ConsoleEvent.objects.filter(seq__gt=after).order_by("seq")[:batch]):
+        yield from entries
+        after = entries[-1].seq
+
+
 def verify() -> tuple[int, str | None]:
     """Walk the console's chain from its first entry to its head; return how many entries were
     checked and a description of the first break (``None`` when intact)."""
     checked = 0
     expected_seq, previous = 1, ""
-    for event in ConsoleEvent.objects.order_by("seq").iterator(chunk_size=2000):
+    for event in _in_order():
         checked += 1
         where = f"console record, entry {event.id} (seq {event.seq})"
         if event.seq != expected_seq:

@@ -11,9 +11,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import signing
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from orbit_console.console.models import ConsoleEvent
+from orbit_console.lib.keyset import older_than
 from orbit_console.lib.rfc3339 import format_utc
 
 PAGE_SIZE = 50
@@ -63,18 +64,13 @@ def events(filters: Filters) -> QuerySet[ConsoleEvent]:
     return rows
 
 
-def _after(position: tuple[datetime, str]) -> Q:
-    created_at, event_id = position
-    return Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=event_id)
-
-
 def page(filters: Filters, cursor: str | None) -> tuple[list[ConsoleEvent], str | None]:
     """One page, newest first; ``cursor`` continues after the last entry of the previous one."""
     rows = events(filters)
     if cursor:
         try:
             created_at, event_id = signing.loads(cursor, salt=_CURSOR_SALT)
-            rows = rows.filter(_after((datetime.fromisoformat(created_at), event_id)))
+            rows = rows.filter(older_than(datetime.fromisoformat(created_at), event_id))
         except (signing.BadSignature, ValueError, TypeError):
             pass  # a broken cursor starts again from the newest
     entries = list(rows.order_by("-created_at", "-id")[: PAGE_SIZE + 1])
@@ -126,7 +122,7 @@ def as_row(event: ConsoleEvent) -> dict[str, Any]:
 def _batch(filters: Filters, position: tuple[datetime, str] | None) -> list[ConsoleEvent]:
     rows = events(filters)
     if position is not None:
-        rows = rows.filter(_after(position))
+        rows = rows.filter(older_than(*position))
     return list(rows.order_by("-created_at", "-id")[:EXPORT_BATCH])
 
 

@@ -9,25 +9,16 @@ import json
 from typing import Any
 
 from orbit_console.ledger.models import OperationAudit
+from orbit_console.ledger.serializers import operation_detail
 from orbit_console.lib.live import OPERATION_MESSAGE, publish_on_commit, task_group
-from orbit_console.lib.rfc3339 import format_utc
 
 
 def operation_message(record: OperationAudit) -> dict[str, Any]:
-    """The operation detail (AU5) as a channel-layer message: plain JSON types only."""
-    detail: dict[str, Any] = {
-        "id": record.id,
-        "task_id": record.task_id,
-        "operation_id": record.operation_id,
-        "actor_id": record.actor_id,
-        "action": record.action,
-        "created_at": format_utc(record.created_at),
-        "reason": record.reason,
-        "before": json.loads(record.before),
-        "after": json.loads(record.after),
-    }
-    if record.evidence_ref is not None:
-        detail["evidence_ref"] = record.evidence_ref
+    """The operation detail (AU5) as a channel-layer message: plain JSON types only (the audit's
+    before/after are the ledger's own JSON, which holds no floats)."""
+    detail = operation_detail(record)
+    detail["before"] = json.loads(record.before)
+    detail["after"] = json.loads(record.after)
     return {"type": OPERATION_MESSAGE, "operation": detail}
 
 

@@ -21,6 +21,7 @@ from orbit_console.ledger.models import (
     OperationAudit,
     Task,
 )
+from orbit_console.lib.keyset import older_than
 
 MAX_CURSOR_CHARS = 1024  # AU2
 _CURSOR_SALT = "orbit.ledger.cursor"
@@ -76,9 +77,7 @@ def decode_cursor(binding: CursorBinding, cursor: str) -> list[Any]:
 
 
 def _keyset_after(position: list[Any]) -> Q:
-    created_at = datetime.fromisoformat(position[0])
-    last_id = position[1]
-    return Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id)
+    return older_than(datetime.fromisoformat(position[0]), position[1])
 
 
 def _page(

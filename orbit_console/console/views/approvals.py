@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from orbit_console.client import OutcomeUnknown, Task
+from orbit_console.client import Task
 from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, Submission
 from orbit_console.console.people import SUPERVISOR, Person
 from orbit_console.console.proposals import (
@@ -19,7 +19,13 @@ from orbit_console.console.proposals import (
     proposal_withdraw,
 )
 from orbit_console.console.submissions import submission_send
-from orbit_console.console.views.common import arender, client, console_view, requires_role
+from orbit_console.console.views.common import (
+    arender,
+    client,
+    console_view,
+    requires_role,
+    task_now,
+)
 from orbit_console.lib.ids import is_id
 
 RECENT = 20
@@ -78,15 +84,7 @@ def _load(proposal_id: str) -> tuple[Proposal, list[ConsoleEvent], Submission | 
 async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpResponse:
     proposal, events, submission = await sync_to_async(_load)(proposal_id)
     person: Person = request.person  # type: ignore[attr-defined]
-    current: Task | None = None
-    current_error: str | None = None
-    try:
-        # The task as it is now, read as this person: a task their credential cannot read
-        # (another namespace or queue) is not found, and neither is its proposal.
-        async with client(request) as orbit:
-            current = await orbit.get_task(proposal.task_id)
-    except OutcomeUnknown as exc:
-        current_error = str(exc)
+    current, current_error = await task_now(request, proposal.task_id)
     context = {
         "proposal": proposal,
         "events": events,

@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown
+from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
 from orbit_console.console.people import Person, load_person, orbit_client
 
 AsyncView = Callable[..., Any]  # async views; django-stubs types views as sync only
@@ -85,3 +85,14 @@ def client(request: HttpRequest) -> OrbitClient:
 
 class NoCredentialError(Exception):
     pass
+
+
+async def task_now(request: HttpRequest, task_id: str) -> tuple[Task | None, str | None]:
+    """The task as it is now, read as this person, beside a submission or a proposal: the task
+    or, when the API did not answer, why not. A task the person's credential cannot read raises
+    (404: the submission or proposal about it is not found either)."""
+    try:
+        async with client(request) as orbit:
+            return await orbit.get_task(task_id), None
+    except OutcomeUnknown as unknown:
+        return None, str(unknown)

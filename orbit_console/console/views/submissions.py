@@ -8,11 +8,10 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from orbit_console.client import OutcomeUnknown, Task
 from orbit_console.console.models import ConsoleEvent, Submission
 from orbit_console.console.people import Person
 from orbit_console.console.submissions import submission_send
-from orbit_console.console.views.common import arender, client, console_view
+from orbit_console.console.views.common import arender, console_view, task_now
 from orbit_console.lib.ids import is_id
 
 
@@ -33,15 +32,7 @@ def _load(submission_id: str) -> tuple[Submission, list[ConsoleEvent]]:
 async def submission_detail(request: HttpRequest, submission_id: str) -> HttpResponse:
     submission, events = await sync_to_async(_load)(submission_id)
     person: Person = request.person  # type: ignore[attr-defined]
-    current: Task | None = None
-    current_error: str | None = None
-    # Beside the submission — a receipt, a conflict, an unknown outcome — the task as it is now,
-    # read as this person: a task their credential cannot read is not found, nor its submission.
-    try:
-        async with client(request) as orbit:
-            current = await orbit.get_task(submission.task_id)
-    except OutcomeUnknown as exc:
-        current_error = str(exc)
+    current, current_error = await task_now(request, submission.task_id)
     context = {
         "submission": submission,
         "events": events,

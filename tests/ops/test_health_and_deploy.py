@@ -1,0 +1,252 @@
+"""Health endpoints (O7, I7) and the production shape (issue 7): readiness follows the database
+and the channel layer; ``check --deploy`` is clean with the production environment and refuses
+to start without its secrets; the compose file is valid; the image runs as a non-root user on
+locked dependencies."""
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+from django.conf import settings
+from django.db import connection
+
+from tests.support import servers
+from tests.support.servers import DaphneServer
+
+BASE_DIR = Path(settings.BASE_DIR)
+DOCKER_COMPOSE = "/usr/bin/docker-compose"
+COMPOSE_SECRETS = {
+    "SECRET_KEY": "compose-check",
+    "ORBIT_TOKEN_KEYS": "compose-check",
+    "MYSQL_PASSWORD": "compose-check",
+    "MYSQL_ROOT_PASSWORD": "compose-check",
+    "ORBIT_HOST": "console.example.com",
+}
+
+
+@pytest.fixture
+def broken_server(
+    request: pytest.FixtureRequest, django_db_setup: None, django_db_blocker: Any
+) -> Iterator[DaphneServer]:
+    """A server started with one dependency out of reach (``request.param``: its env)."""
+    env: dict[str, str] = request.param
+    with django_db_blocker.unblock():
+        name = f"ops-broken-{request.node.callspec.id}"
+        server = DaphneServer(name, env=env).start()
+    yield server
+    server.stop()
+
+
+# --- Health -------------------------------------------------------------------------------------
+
+
+def test_liveness_answers_json_without_credentials_O7(orbit_server: DaphneServer) -> None:
+    answer = httpx.get(f"{orbit_server.url}/health/live", timeout=30)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json() == {"status": "live"}
+
+
+def test_readiness_is_200_when_database_and_channel_layer_answer_O7(
+    orbit_server: DaphneServer,
+) -> None:
+    answer = httpx.get(f"{orbit_server.url}/health/ready", timeout=30)
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "status": "ready",
+        "checks": {"database": "ok", "channel_layer": "ok"},
+    }
+
+
+@pytest.mark.parametrize(
+    "broken_server",
+    [{"REDIS_URL": "redis://127.0.0.1:1/0"}],
+    ids=["redis-unreachable"],
+    indirect=True,
+)
+def test_readiness_is_503_while_the_channel_layer_is_unreachable_I7(
+    broken_server: DaphneServer,
+) -> None:
+    answer = httpx.get(f"{broken_server.url}/health/ready", timeout=30)
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["channel_layer"].startswith("error: ")
+    assert httpx.get(f"{broken_server.url}/health/live", timeout=30).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "broken_server",
+    [
+        {"DATABASE_URL": "sqlite:////nonexistent-dir/orbit.sqlite3"},
+        {"DATABASE_URL": "mysql://root@127.0.0.1:1/orbit"},
+    ],
+    ids=["sqlite-missing-directory", "mysql-dead-port"],
+    indirect=True,
+)
+def test_readiness_is_503_while_the_database_is_unreachable_I7(
+    broken_server: DaphneServer,
+) -> None:
+    """The process starts without touching the database, answers live, and is not ready."""
+    answer = httpx.get(f"{broken_server.url}/health/ready", timeout=30)
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["database"] == "error: OperationalError"
+    assert body["checks"]["channel_layer"] == "ok"
+    assert httpx.get(f"{broken_server.url}/health/live", timeout=30).status_code == 200
+
+
+# --- Deploy checks ------------------------------------------------------------------------------
+
+
+def production_env(**overrides: str | None) -> dict[str, str]:
+    env: dict[str, str | None] = {
+        **os.environ,
+        "ORBIT_ENV": "production",
+        "SECRET_KEY": Fernet.generate_key().decode() + Fernet.generate_key().decode(),
+        "ORBIT_TOKEN_KEYS": Fernet.generate_key().decode(),
+        "ALLOWED_HOSTS": "console.example.com",
+        "CSRF_TRUSTED_ORIGINS": "https://console.example.com",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+        "DATABASE_URL": servers.test_database_url(),
+        "DEBUG": None,
+        "DJANGO_ALLOW_ASYNC_UNSAFE": None,
+        **overrides,
+    }
+    return {name: value for name, value in env.items() if value is not None}
+
+
+def deploy_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_check_deploy_is_clean_with_the_production_environment() -> None:
+    done = deploy_check(production_env())
+    output = done.stdout + done.stderr
+    issues = re.findall(r"\(([a-z_]+\.[A-Z]\d{3})\)", output)
+    if connection.vendor == "sqlite":
+        # The one thing production settings cannot fix: SQLite is no team database.
+        assert issues == ["orbit.W002"], output
+        assert "identified 1 issue" in output
+        assert done.returncode != 0
+    else:
+        assert issues == [], output
+        assert done.returncode == 0, output
+        assert "no issues" in output
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"SECRET_KEY": None}, "SECRET_KEY is required"),
+        ({"SECRET_KEY": ""}, "SECRET_KEY is required"),
+        ({"ORBIT_TOKEN_KEYS": None}, "ORBIT_TOKEN_KEYS is required"),
+        ({"DEBUG": "1"}, "DEBUG must be off"),
+    ],
+    ids=["no-secret-key", "empty-secret-key", "no-token-keys", "debug-on"],
+)
+def test_check_deploy_fails_without_what_production_requires(
+    overrides: dict[str, str | None], message: str
+) -> None:
+    done = deploy_check(production_env(**overrides))
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+def test_production_settings_ask_for_what_check_deploy_checks() -> None:
+    """The settings a production process runs with, read in a process of its own."""
+    script = (
+        "from django.conf import settings as s;"
+        "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SESSION_COOKIE_HTTPONLY,"
+        " s.SECURE_SSL_REDIRECT, s.SECURE_PROXY_SSL_HEADER, s.SECURE_HSTS_SECONDS > 0,"
+        " s.STORAGES['staticfiles']['BACKEND'].rsplit('.', 1)[1])"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", script],
+        cwd=BASE_DIR,
+        env=production_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == (
+        "False True True True True ('HTTP_X_FORWARDED_PROTO', 'https') True "
+        "CompressedManifestStaticFilesStorage"
+    )
+
+
+# --- Compose file and image ---------------------------------------------------------------------
+
+
+def compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    if not Path(DOCKER_COMPOSE).exists():
+        pytest.skip(f"{DOCKER_COMPOSE} is not installed (CI installs the docker-compose package)")
+    return subprocess.run(
+        [DOCKER_COMPOSE, "-f", "docker-compose.yml", *args],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def compose_env(**overrides: str | None) -> dict[str, str]:
+    env: dict[str, str | None] = {"PATH": os.environ.get("PATH", ""), **COMPOSE_SECRETS}
+    env.update(overrides)
+    return {name: value for name, value in env.items() if value is not None}
+
+
+def test_docker_compose_config_is_valid() -> None:
+    done = compose("config", "--quiet", env=compose_env())
+    assert done.returncode == 0, done.stderr
+    services = compose("config", "--services", env=compose_env())
+    assert services.returncode == 0, services.stderr
+    assert set(services.stdout.split()) == {
+        "mysql",
+        "redis",
+        "migrate",
+        "console-1",
+        "console-2",
+        "reconciler",
+        "proxy",
+    }
+
+
+@pytest.mark.parametrize("secret", ["SECRET_KEY", "ORBIT_TOKEN_KEYS", "MYSQL_PASSWORD"])
+def test_docker_compose_refuses_to_run_without_a_secret(secret: str) -> None:
+    done = compose("config", "--quiet", env=compose_env(**{secret: None}))
+    assert done.returncode != 0
+    assert secret in done.stderr
+
+
+def test_dockerfile_runs_as_a_non_root_user_on_locked_dependencies() -> None:
+    dockerfile = (BASE_DIR / "Dockerfile").read_text()
+    instructions = [line.strip() for line in dockerfile.splitlines() if line.strip()]
+    users = [line.split()[1] for line in instructions if line.upper().startswith("USER ")]
+    assert users, "the image never leaves root"
+    assert users[-1] not in {"root", "0", "0:0"}
+    final_stage = dockerfile.rsplit("\nFROM ", 1)[1]
+    assert "USER " in final_stage
+    assert re.search(r"\buv sync\b[^\n]*--locked", dockerfile)
+    assert "collectstatic" in dockerfile

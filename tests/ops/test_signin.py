@@ -1,0 +1,189 @@
+"""Sign-in protection (issue 7): django-axes locks a user name out after repeated failures from
+one address, a sign-in rotates the session key, and the session cookie is HttpOnly, lives only
+as long as the browser and expires on the server after ``SESSION_COOKIE_AGE``."""
+
+import secrets
+from collections.abc import Iterator
+from datetime import timedelta
+from http.cookies import SimpleCookie
+from typing import Any
+
+import httpx
+import pytest
+from axes.models import AccessAttempt
+from django.contrib.sessions.backends.db import SessionStore
+from django.contrib.sessions.models import Session
+from django.utils import timezone
+
+from tests.console.web import Console, csrf_token_of, form_with, text_of
+from tests.support.people import TestPerson, make_person
+from tests.support.servers import DaphneServer
+
+SESSION_AGE_SECONDS = 3600  # not the default (8 hours): the server's setting is what counts
+FAILURE_LIMIT = 5  # AXES_FAILURE_LIMIT's default
+LOCKED_OUT = "Signing in is paused"
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
+    with django_db_blocker.unblock():
+        started = DaphneServer(
+            "ops-signin", env={"SESSION_COOKIE_AGE": str(SESSION_AGE_SECONDS)}
+        ).start()
+    yield started
+    started.stop()
+
+
+def attempt(console: Console, username: str, password: str) -> httpx.Response:
+    """Post the sign-in form as a browser would (fresh CSRF token from the form)."""
+    page = console.get("/signin")
+    assert page.status_code == 200, page.text
+    form = form_with(page.text, "username")
+    data = [(name, value) for name, value in form.hidden if name != "csrfmiddlewaretoken"]
+    data += [
+        ("csrfmiddlewaretoken", csrf_token_of(page.text)),
+        ("username", username),
+        ("password", password),
+    ]
+    return console.post("/signin", data)
+
+
+def fail(server: DaphneServer, username: str, times: int) -> list[httpx.Response]:
+    with Console(server.url) as console:
+        return [attempt(console, username, f"wrong-{secrets.token_hex(6)}") for _ in range(times)]
+
+
+def signs_in(server: DaphneServer, person: TestPerson) -> bool:
+    with Console(server.url) as console:
+        answer = attempt(console, person.username, person.password)
+        if answer.status_code != 302:
+            return False
+        return console.get("/").status_code == 200
+
+
+def set_cookie_of(response: httpx.Response, name: str) -> str:
+    [header] = [
+        value for value in response.headers.get_list("set-cookie") if value.startswith(f"{name}=")
+    ]
+    return header
+
+
+def test_five_failures_lock_the_user_name_out_even_with_the_right_password(
+    server: DaphneServer, world: dict[str, Any]
+) -> None:
+    person = make_person(world, "operator")
+    answers = fail(server, person.username, FAILURE_LIMIT - 1)
+    assert [answer.status_code for answer in answers] == [200] * (FAILURE_LIMIT - 1)
+    assert all(LOCKED_OUT not in answer.text for answer in answers)  # the form, with an error
+    [last] = fail(server, person.username, 1)
+    assert LOCKED_OUT in text_of(last.text)
+    assert last.status_code == 429
+
+    with Console(server.url) as console:
+        locked = attempt(console, person.username, person.password)
+        assert locked.status_code == 429
+        assert LOCKED_OUT in text_of(locked.text)
+        assert "sessionid" not in console.http.cookies
+        queue = console.get("/")
+        assert queue.status_code == 302 and queue.headers["location"].startswith("/signin")
+
+
+def test_a_locked_out_user_name_leaves_other_user_names_alone(
+    server: DaphneServer, world: dict[str, Any]
+) -> None:
+    locked, other = make_person(world, "operator"), make_person(world, "operator")
+    fail(server, locked.username, FAILURE_LIMIT)
+    assert not signs_in(server, locked)
+    assert signs_in(server, other)
+    # A failure for the other name from the same address does not count against it twice.
+    fail(server, other.username, 1)
+    assert signs_in(server, other)
+
+
+def test_failures_below_the_limit_are_forgotten_after_a_sign_in(
+    server: DaphneServer, world: dict[str, Any]
+) -> None:
+    person = make_person(world, "operator")
+    fail(server, person.username, FAILURE_LIMIT - 1)
+    assert signs_in(server, person)
+    fail(server, person.username, FAILURE_LIMIT - 1)
+    assert signs_in(server, person)
+
+
+def test_the_lockout_ends_after_the_cool_off(server: DaphneServer, world: dict[str, Any]) -> None:
+    person = make_person(world, "operator")
+    fail(server, person.username, FAILURE_LIMIT)
+    assert not signs_in(server, person)
+    # Fifteen minutes pass for the recorded failures (AXES_COOLOFF_TIME's default).
+    AccessAttempt.objects.filter(username=person.username).update(
+        attempt_time=timezone.now() - timedelta(minutes=16)
+    )
+    assert signs_in(server, person)
+
+
+def test_signing_in_rotates_a_session_key_known_before_sign_in(
+    server: DaphneServer, world: dict[str, Any]
+) -> None:
+    """Session fixation: a key planted before sign-in must not become the signed-in session."""
+    person = make_person(world, "operator")
+    planted = SessionStore()
+    planted["planted"] = True
+    planted.create()
+    before = planted.session_key
+    assert before is not None
+    with Console(server.url) as console:
+        console.http.cookies.set("sessionid", before, domain="127.0.0.1")
+        answer = attempt(console, person.username, person.password)
+        assert answer.status_code == 302
+        after = SimpleCookie(set_cookie_of(answer, "sessionid"))["sessionid"].value
+        assert after != before
+        assert not Session.objects.filter(session_key=before).exists()
+        assert Session.objects.get(session_key=after).get_decoded()["_auth_user_id"] == str(
+            person.user.pk
+        )
+    with Console(server.url) as intruder:
+        intruder.http.cookies.set("sessionid", before, domain="127.0.0.1")
+        assert intruder.get("/").status_code == 302  # the planted key opens nothing
+
+
+def test_each_sign_in_gets_a_new_session_key(server: DaphneServer, world: dict[str, Any]) -> None:
+    person = make_person(world, "operator")
+    keys = []
+    for _ in range(2):
+        with Console(server.url) as console:
+            assert attempt(console, person.username, person.password).status_code == 302
+            keys.append(console.http.cookies["sessionid"])
+    assert keys[0] != keys[1]
+
+
+def test_session_cookie_is_http_only_and_ends_with_the_browser(
+    server: DaphneServer, world: dict[str, Any]
+) -> None:
+    """SESSION_EXPIRE_AT_BROWSER_CLOSE: no Max-Age or Expires on the cookie; the server keeps
+    the session SESSION_COOKIE_AGE seconds at most."""
+    person = make_person(world, "operator")
+    with Console(server.url) as anonymous:
+        csrf = SimpleCookie(set_cookie_of(anonymous.get("/signin"), "csrftoken"))["csrftoken"]
+        assert csrf["httponly"] is True
+    with Console(server.url) as console:
+        signed_in_at = timezone.now()
+        answer = attempt(console, person.username, person.password)
+        assert answer.status_code == 302
+        header = set_cookie_of(answer, "sessionid")
+        morsel = SimpleCookie(header)["sessionid"]
+        assert morsel["httponly"] is True
+        assert morsel["samesite"] == "Lax"
+        assert morsel["path"] == "/"
+        assert "max-age" not in header.lower() and "expires" not in header.lower()
+        session = Session.objects.get(session_key=morsel.value)
+        age = (session.expire_date - signed_in_at).total_seconds()
+        assert SESSION_AGE_SECONDS - 120 < age <= SESSION_AGE_SECONDS + 120
+
+        assert console.get("/").status_code == 200
+        # The session's age runs out on the server: the same cookie no longer signs anyone in.
+        Session.objects.filter(session_key=morsel.value).update(
+            expire_date=timezone.now() - timedelta(seconds=1)
+        )
+        expired = console.get("/")
+        assert expired.status_code == 302
+        assert expired.headers["location"].startswith("/signin")

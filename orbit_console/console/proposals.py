@@ -193,7 +193,7 @@ def _locked_pending(proposal_id: str) -> Proposal:
                 _("This proposal was already decided: %(state)s.") % {"state": state}
             )
         raise ProposalRefused(
-            _("This proposal was already decided: %(state)s by %(who)s.")
+            _("This proposal was already decided by %(who)s: %(state)s.")
             % {"state": state, "who": proposal.decided_by.get_username()}
         )
     return proposal

@@ -1,7 +1,7 @@
 from django.http import HttpRequest
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _
 
-ROLE_NAMES = {"operator": "Operator", "supervisor": "Supervisor", "auditor": "Auditor"}
+ROLE_NAMES = {"operator": _("Operator"), "supervisor": _("Supervisor"), "auditor": _("Auditor")}
 
 
 def person(request: HttpRequest) -> dict[str, object]:
@@ -9,5 +9,5 @@ def person(request: HttpRequest) -> dict[str, object]:
     current = getattr(request, "person", None)
     if current is None:
         return {"person": None, "person_roles": ""}
-    roles = ", ".join(_(ROLE_NAMES[role]) for role in sorted(current.roles) if role in ROLE_NAMES)
+    roles = ", ".join(str(ROLE_NAMES[role]) for role in sorted(current.roles) if role in ROLE_NAMES)
     return {"person": current, "person_roles": roles}

@@ -1,4 +1,5 @@
 from collections.abc import Awaitable, Callable
+from urllib.parse import unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -14,6 +15,7 @@ def zone_of(request: HttpRequest) -> ZoneInfo:
 
 
 def zone_named(name: str) -> ZoneInfo:
+    name = unquote(name)  # the page stores it URL-encoded ("Asia%2FShanghai")
     if name and len(name) < 64:
         try:
             return ZoneInfo(name)

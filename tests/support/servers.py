@@ -55,7 +55,7 @@ class DaphneServer:
             **self.extra_env,
         }
         env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        log = self.log_path.open("wb")
+        log = self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -104,6 +104,9 @@ class DaphneServer:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

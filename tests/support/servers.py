@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 from django.conf import settings
@@ -44,6 +45,7 @@ class DaphneServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
+        self._log: BinaryIO | None = None
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}.log"
 
@@ -104,7 +106,7 @@ class DaphneServer:
                 self.process.kill()
                 self.process.wait()
         self.process = None
-        if getattr(self, "_log", None) is not None:
+        if self._log is not None:
             self._log.close()
             self._log = None
 

@@ -1,0 +1,117 @@
+"""Helpers for the audit suites (issue 6): people signed in to the console, database triggers
+switched on and off for a test, and ``manage.py audit verify`` run as a real process.
+
+The append-only triggers are created by migrations (``lib/appendonly.py``). A test that must
+change an audit row (to prove that ``audit verify`` notices) lifts them for that moment only
+and creates them again in a ``finally`` block, whatever happened in between.
+"""
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from orbit_console.lib.appendonly import create_statements, drop_statements
+from tests.console.web import Console, signed_in
+from tests.support.people import TestPerson
+from tests.support.servers import DaphneServer, test_database_url
+
+AUDIT_TABLE = "ledger_operationaudit"
+CONSOLE_TABLE = "console_consoleevent"
+
+
+def execute(*statements: str) -> None:
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def trigger_names(table: str) -> set[str]:
+    """The triggers the database holds on ``table``."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s", [table]
+            )
+        else:
+            cursor.execute(
+                "SELECT trigger_name FROM information_schema.triggers "
+                "WHERE event_object_schema = DATABASE() AND event_object_table = %s",
+                [table],
+            )
+        return {row[0] for row in cursor.fetchall()}
+
+
+@contextmanager
+def append_only_lifted(*tables: str) -> Iterator[None]:
+    """Drop the append-only triggers of ``tables`` (as someone with DDL rights could), and
+    create them again afterwards, whatever happened."""
+    try:
+        for table in tables:
+            execute(*drop_statements(table))
+        yield
+    finally:
+        for table in tables:
+            execute(*drop_statements(table), *create_statements(connection.vendor, table))
+
+
+@contextmanager
+def inserts_refused(table: str) -> Iterator[None]:
+    """An extra trigger that refuses every INSERT into ``table``: the audit cannot be written."""
+    name = f"{table}_test_no_insert"
+    message = f"{table}: audit storage unavailable (test)"
+    if connection.vendor == "sqlite":
+        create = (
+            f"CREATE TRIGGER {name} BEFORE INSERT ON {table} "
+            f"BEGIN SELECT RAISE(ABORT, '{message}'); END"
+        )
+    else:
+        create = (
+            f"CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW "
+            f"SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{message}'"
+        )
+    execute(f"DROP TRIGGER IF EXISTS {name}", create)
+    try:
+        yield
+    finally:
+        execute(f"DROP TRIGGER IF EXISTS {name}")
+
+
+def audit_verify() -> subprocess.CompletedProcess[str]:
+    """``manage.py audit verify`` in its own process, on the test database."""
+    env = {**os.environ, "DATABASE_URL": test_database_url()}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    return subprocess.run(
+        [sys.executable, "manage.py", "audit", "verify"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def verify_output(done: subprocess.CompletedProcess[str]) -> str:
+    return done.stdout + done.stderr
+
+
+@pytest.fixture
+def console_as(orbit_server: DaphneServer) -> Iterator[Callable[..., Console]]:
+    """Sign a person in to ``orbit_server``'s console (cookies kept, CSRF from the pages)."""
+    opened: list[Console] = []
+
+    def sign_in(person: TestPerson, **kwargs: Any) -> Console:
+        console = signed_in(orbit_server.url, person, **kwargs)
+        opened.append(console)
+        return console
+
+    yield sign_in
+    for console in opened:
+        console.close()

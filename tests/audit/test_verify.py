@@ -1,0 +1,224 @@
+"""Tamper evidence (issue 6): both records are hash-chained, and ``manage.py audit verify`` —
+run here as a real process on the test database — walks the chains and names the first break.
+
+To tamper, a test lifts the append-only triggers (as someone with DDL rights could), changes one
+row of its own, runs the command, then puts back exactly what was there and creates the
+triggers again, in ``finally`` blocks. The shared database's chains are therefore intact before
+and after each test: each test first checks that (a fresh ``verify`` exits 0) and finally checks
+that its restore was exact (``verify`` exits 0 again).
+"""
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from orbit_console.console.chain import CONSOLE_CHAIN
+from orbit_console.console.models import ChainHead, ChainVerification, ConsoleEvent, Submission
+from orbit_console.console.submissions import record_event, submission_create
+from orbit_console.ledger.models import OperationAudit
+from tests.audit.conftest import (
+    AUDIT_TABLE,
+    CONSOLE_TABLE,
+    append_only_lifted,
+    audit_verify,
+    verify_output,
+)
+from tests.console.web import Console, element, text_of
+from tests.support.orbit import REVIEW_REVISION, post, review_body
+from tests.support.people import TestPerson
+
+FIRST_BREAK = re.compile(r"^first break: (.*)$", re.MULTILINE)
+ID = re.compile(r"\b[0-9a-f]{32}\b")
+
+
+def assert_intact() -> str:
+    done = audit_verify()
+    output = verify_output(done)
+    assert done.returncode == 0, output
+    assert "first break" not in output
+    assert re.search(r"^ledger audit: \d+ records, intact$", done.stdout, re.MULTILINE), output
+    assert re.search(r"^console record: \d+ entries, intact$", done.stdout, re.MULTILINE), output
+    return output
+
+
+def broken_at(done: Any) -> str:
+    """The ``first break`` line of a failed verification."""
+    output = verify_output(done)
+    assert done.returncode == 1, output
+    match = FIRST_BREAK.search(done.stdout)
+    assert match is not None, output
+    return match.group(1)
+
+
+@pytest.fixture
+def intact(live_db: None) -> Iterator[None]:
+    """The chains are intact before the test, and again after it put everything back."""
+    assert_intact()
+    yield
+    assert_intact()
+
+
+@pytest.fixture
+def submission(world: dict[str, Any], people: dict[str, TestPerson]) -> Submission:
+    """A decision of the operator's, stored and never sent: its events are this test's own."""
+    return submission_create(
+        action="review",
+        task_id=world["tasks"]["needs_review_2"],
+        queue_id=world["queue_id"],
+        expected_revision=REVIEW_REVISION,
+        body='{"reason": "as stored"}',
+        created_by=people["operator"].user,
+        note="stored for the verification tests",
+    ).submission
+
+
+def more_events(submission: Submission, count: int) -> list[ConsoleEvent]:
+    return [
+        record_event("submission.sent", submission=submission, actor=None, note=f"entry {index}")
+        for index in range(count)
+    ]
+
+
+def chain_status(console: Console) -> str:
+    page = console.get("/audit")
+    assert page.status_code == 200, page.text
+    return text_of(element(page.text, r'<p class="callout [^"]*" id="chain-status">.*?</p>'))
+
+
+def test_audit_verify_passes_on_intact_chains(
+    intact: None, world: dict[str, Any], submission: Submission, api: httpx.Client
+) -> None:
+    task_id = world["tasks"]["needs_review"]
+    reviewed = post(api, task_id, "review", world["tokens"]["admin"], review_body())
+    assert reviewed.status_code == 200, reviewed.text
+    output = assert_intact()
+    records = int(re.search(r"ledger audit: (\d+) records", output).group(1))  # type: ignore[union-attr]
+    entries = int(re.search(r"console record: (\d+) entries", output).group(1))  # type: ignore[union-attr]
+    assert records == OperationAudit.objects.count()
+    assert entries == ConsoleEvent.objects.count() >= 1
+    latest = ChainVerification.objects.order_by("-ran_at").first()
+    assert latest is not None and latest.ok and latest.first_break == ""
+    assert latest.checked == records + entries
+
+
+def test_edited_operation_audit_is_found_at_that_exact_record(
+    intact: None,
+    world: dict[str, Any],
+    api: httpx.Client,
+    console_as: Callable[..., Console],
+    people: dict[str, TestPerson],
+) -> None:
+    task_id = world["tasks"]["needs_review"]
+    reviewed = post(api, task_id, "review", world["tokens"]["admin"], review_body())
+    assert reviewed.status_code == 200, reviewed.text
+    chain = list(OperationAudit.objects.filter(task_id=task_id).order_by("seq"))
+    assert len(chain) >= 3
+    target = chain[1]  # in the middle: the record after it still links to the stored hash
+    original = target.reason
+    rows = OperationAudit.objects.filter(id=target.id)
+
+    with append_only_lifted(AUDIT_TABLE):
+        try:
+            assert rows.update(reason=original + " (edited)") == 1
+            done = audit_verify()
+        finally:
+            rows.update(reason=original)
+    first_break = broken_at(done)
+    assert ID.findall(first_break) == [task_id, target.id]
+    assert f"record {target.id} (seq {target.seq})" in first_break
+    assert "changed" in first_break
+    assert re.search(r"^ledger audit: \d+ records, BROKEN$", done.stdout, re.MULTILINE)
+    assert rows.get().reason == original
+
+    latest = ChainVerification.objects.order_by("-ran_at").first()
+    assert latest is not None and not latest.ok and target.id in latest.first_break
+    status = chain_status(console_as(people["auditor"]))
+    assert "BROKEN" in status and target.id in status
+
+
+def test_edited_console_event_is_found_at_that_exact_entry(
+    intact: None, submission: Submission
+) -> None:
+    _before, target, _after = more_events(submission, 3)
+    original = target.note
+    rows = ConsoleEvent.objects.filter(id=target.id)
+
+    with append_only_lifted(CONSOLE_TABLE):
+        try:
+            assert rows.update(note="nothing happened here") == 1
+            done = audit_verify()
+        finally:
+            rows.update(note=original)
+    first_break = broken_at(done)
+    assert ID.findall(first_break) == [target.id]
+    assert f"entry {target.id} (seq {target.seq})" in first_break
+    assert "changed" in first_break
+    assert re.search(r"^ledger audit: \d+ records, intact$", done.stdout, re.MULTILINE)
+    assert re.search(r"^console record: \d+ entries, BROKEN$", done.stdout, re.MULTILINE)
+    assert rows.get().note == original
+
+
+def test_edited_console_event_actor_is_found(intact: None, submission: Submission) -> None:
+    """Every field is covered by the hash, not only the note: here the person is erased."""
+    target = more_events(submission, 1)[0]
+    rows = ConsoleEvent.objects.filter(id=target.id)
+    original_actor = rows.values_list("actor_id", flat=True).get()
+    with append_only_lifted(CONSOLE_TABLE):
+        try:
+            rows.update(actor=submission.created_by)
+            done = audit_verify()
+        finally:
+            rows.update(actor_id=original_actor)
+    assert ID.findall(broken_at(done)) == [target.id]
+
+
+def test_deleted_middle_console_event_is_found_at_the_next_entry(
+    intact: None, submission: Submission
+) -> None:
+    before, removed, after = more_events(submission, 3)
+    assert (before.seq + 1, removed.seq + 1) == (removed.seq, after.seq)
+    kept = ConsoleEvent.objects.get(id=removed.id)
+
+    with append_only_lifted(CONSOLE_TABLE):
+        try:
+            assert ConsoleEvent.objects.filter(id=removed.id).delete()[0] == 1
+            done = audit_verify()
+        finally:
+            kept.save(force_insert=True)
+    first_break = broken_at(done)
+    assert ID.findall(first_break) == [after.id]
+    assert f"entry {after.id} (seq {after.seq})" in first_break
+    assert f"expected seq {removed.seq}" in first_break and "missing" in first_break
+
+
+def test_deleted_last_console_event_is_found_by_the_head(
+    intact: None, submission: Submission
+) -> None:
+    last = more_events(submission, 1)[0]
+    head = ChainHead.objects.get(name=CONSOLE_CHAIN)
+    assert (head.seq, head.last_hash) == (last.seq, last.entry_hash)  # it is the tail
+    kept = ConsoleEvent.objects.get(id=last.id)
+
+    with append_only_lifted(CONSOLE_TABLE):
+        try:
+            assert ConsoleEvent.objects.filter(id=last.id).delete()[0] == 1
+            done = audit_verify()
+        finally:
+            kept.save(force_insert=True)
+    first_break = broken_at(done)
+    assert f"ends at seq {last.seq - 1}" in first_break
+    assert f"head says {last.seq}" in first_break
+    assert "removed" in first_break
+
+
+def test_explorer_shows_the_last_verification_result(
+    intact: None, console_as: Callable[..., Console], people: dict[str, TestPerson]
+) -> None:
+    status = chain_status(console_as(people["supervisor"]))
+    latest = ChainVerification.objects.order_by("-ran_at").first()
+    assert latest is not None and latest.ok
+    assert "intact" in status and f"({latest.checked} entries)" in status
+    assert "BROKEN" not in status

@@ -1,0 +1,228 @@
+"""An auditor in real Chromium (issue 6, Acceptance): filters the audit explorer, opens a task's
+timeline from an entry and the platform's operation detail from there, exports CSV; no write
+control is offered on any page visited, and every write URL answers 403.
+"""
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from orbit_console.console.models import ConsoleEvent, Submission
+from orbit_console.console.proposals import proposal_create
+from orbit_console.console.submissions import submission_create
+from tests.browser.conftest import sign_in
+from tests.console.web import review_through_console, signed_in
+from tests.support.orbit import RETRY_REVISION, REVIEW_REVISION, review_body
+from tests.support.people import TestPerson
+from tests.support.servers import DaphneServer
+
+pytestmark = pytest.mark.browser
+
+WRITE_CONTROLS = re.compile(
+    r"^\s*(Review this task|Retry this task|Propose a review|Propose a retry"
+    r"|Send the identical request again|Resend.*|Approve and send|Reject|Withdraw my proposal"
+    r"|Submit the review|Submit the retry)\s*$",
+    re.IGNORECASE,
+)
+REASON = "Checked the object store: the write never happened"
+
+
+def no_write_controls(page: Page) -> None:
+    """Nothing on the page lets the person change anything: no decision links or buttons, and
+    no form that posts anywhere but the language switch and signing out."""
+    main = page.locator("main")
+    expect(main.get_by_role("link", name=WRITE_CONTROLS)).to_have_count(0)
+    expect(main.get_by_role("button", name=WRITE_CONTROLS)).to_have_count(0)
+    for form in page.locator("form[method=post]").all():
+        action = form.get_attribute("action") or ""
+        assert action in ("/i18n/setlang/", "/signout"), f"a write form on {page.url}: {action}"
+    for link in page.locator("main a[href]").all():
+        href = link.get_attribute("href") or ""
+        assert not re.search(r"/(review|retry|resend|approve|reject|withdraw)$", href), href
+
+
+@pytest.fixture
+def history(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> dict[str, Any]:
+    """An operator's applied review (through the console), an open submission and a pending
+    proposal of theirs: entries of every kind an auditor looks at."""
+    operator = people["operator"]
+    with signed_in(orbit_server.url, operator) as console:
+        applied_id, _ = review_through_console(console, world["tasks"]["needs_review"])
+    pending = submission_create(
+        action="review",
+        task_id=world["tasks"]["needs_review_2"],
+        queue_id=world["queue_id"],
+        expected_revision=REVIEW_REVISION,
+        body=json.dumps(review_body()),
+        created_by=operator.user,
+    ).submission
+    proposal = proposal_create(
+        action="retry",
+        task_id=world["tasks"]["failed"],
+        queue_id=world["queue_id"],
+        expected_revision=RETRY_REVISION,
+        body="{}",
+        proposed_by=operator.user,
+    ).proposal
+    return {
+        "applied": Submission.objects.get(id=applied_id),
+        "pending": pending,
+        "proposal": proposal,
+    }
+
+
+def test_auditor_filters_explores_and_exports_read_only(
+    page: Page,
+    orbit_server: DaphneServer,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+    history: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    operator, auditor = people["operator"], people["auditor"]
+    applied: Submission = history["applied"]
+    task_id = world["tasks"]["needs_review"]
+    expected = list(
+        ConsoleEvent.objects.filter(actor=operator.user)
+        .order_by("-created_at", "-id")
+        .values_list("id", flat=True)
+    )
+    assert len(expected) == 5  # stored, sent, receipt; stored; proposed
+
+    sign_in(page, orbit_server, auditor)
+    page.locator("header").get_by_role("link", name="Audit").click()
+    expect(page.locator("h1")).to_have_text("Audit explorer")
+    expect(page.locator("#chain-status")).to_be_visible()
+    no_write_controls(page)
+
+    # Filter by person: exactly the operator's entries, newest first.
+    page.fill("#id_person", operator.username)
+    page.locator("form.filters button[type=submit]").click()
+    rows = page.locator("#results tbody tr")
+    expect(rows).to_have_count(len(expected))
+    expect(page).to_have_url(re.compile(rf"person={operator.username}"))
+    ids = [(row.get_attribute("id") or "")[len("event-") :] for row in rows.all()]
+    assert ids == expected
+    for index in range(len(expected)):
+        expect(rows.nth(index)).to_contain_text(operator.username)
+
+    # Narrow by action: the receipt alone.
+    page.select_option("#id_kind", "submission.receipt")
+    page.locator("form.filters button[type=submit]").click()
+    expect(rows).to_have_count(1)
+    receipt = rows.first
+    expect(receipt).to_contain_text("Receipt received")
+    expect(receipt.get_by_role("link", name="Applied")).to_be_visible()
+    no_write_controls(page)
+
+    # From the entry to the task's timeline, where the platform's own record of the review is.
+    receipt.get_by_role("link", name=task_id[:8]).click()
+    expect(page.locator("h1")).to_contain_text(task_id)
+    expect(page).to_have_url(re.compile(rf"/tasks/{task_id}#timeline-title$"))
+    expect(page.locator("#actions-title + p")).to_contain_text("read-only access")
+    operation = page.locator(f"#entry-op-{applied.audit_id}")
+    expect(operation).to_contain_text(REASON)
+    no_write_controls(page)
+
+    # ...and from the timeline to the operation detail: reason, evidence, before → after.
+    operation.locator("summary").click()
+    operation.get_by_role("link", name="Open the operation").click()
+    expect(page).to_have_url(re.compile(rf"/tasks/{task_id}/operations/{applied.audit_id}$"))
+    expect(page.locator("#operation-reason")).to_have_text(REASON)
+    expect(page.locator("#operation-evidence")).to_have_text("evidence:reconciliation-001")
+    state = page.locator("#operation-diff tr.changed", has=page.locator("th", has_text="state"))
+    expect(state.first).to_contain_text("NEEDS_REVIEW")
+    expect(state.first).to_contain_text("FAILED")
+    no_write_controls(page)
+
+    # The explorer's own link to the operation leads to the same page.
+    page.go_back()
+    page.go_back()
+    expect(rows).to_have_count(1)
+    page.locator("#results").get_by_role("link", name="platform operation").click()
+    expect(page.locator("#operation-reason")).to_have_text(REASON)
+
+    # Export the person's entries as CSV: the file holds exactly the filtered entries.
+    page.go_back()
+    page.select_option("#id_kind", "")
+    page.locator("form.filters button[type=submit]").click()
+    expect(rows).to_have_count(len(expected))
+    exports_before = ConsoleEvent.objects.filter(kind="audit.exported", actor=auditor.user).count()
+    with page.expect_download() as download_info:
+        page.locator("#export-csv").click()
+    download = download_info.value
+    assert re.fullmatch(r"orbit-console-audit-\d{8}T\d{6}Z\.csv", download.suggested_filename)
+    saved = tmp_path / download.suggested_filename
+    download.save_as(saved)
+    with saved.open(newline="", encoding="utf-8") as file:
+        exported = list(csv.DictReader(file))
+    assert [row["id"] for row in exported] == expected
+    assert {row["actor"] for row in exported} == {operator.username}
+    assert next(row for row in exported if row["kind"] == "submission.receipt")["audit_id"] == (
+        applied.audit_id
+    )
+    recorded = ConsoleEvent.objects.filter(kind="audit.exported", actor=auditor.user)
+    assert recorded.count() == exports_before + 1
+    note = json.loads(recorded.order_by("-seq")[0].note)
+    assert (note["format"], note["filter"]) == ("csv", {"person": operator.username})
+
+
+def test_auditor_sees_no_write_control_and_every_write_url_is_403(
+    page: Page,
+    orbit_server: DaphneServer,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+    history: dict[str, Any],
+) -> None:
+    sign_in(page, orbit_server, people["auditor"])
+    pending: Submission = history["pending"]
+    proposal = history["proposal"]
+    base = orbit_server.url
+
+    for path in (
+        "/",
+        *(f"/tasks/{task_id}" for task_id in world["tasks"].values()),
+        f"/submissions/{history['applied'].id}",
+        f"/submissions/{pending.id}",
+        f"/proposals/{proposal.id}",
+    ):
+        response = page.goto(base + path)
+        assert response is not None and response.status == 200, path
+        no_write_controls(page)
+    expect(page.locator("#proposal-state")).to_contain_text("Waiting for approval")
+
+    for path in (
+        f"/tasks/{world['tasks']['needs_review']}/review",
+        f"/tasks/{world['tasks']['failed']}/retry",
+    ):
+        response = page.goto(base + path)
+        assert response is not None and response.status == 403, path
+
+    # Crafted POSTs with the session's own cookies and CSRF token.
+    page.goto(base + "/")
+    token = page.locator("input[name=csrfmiddlewaretoken]").first.get_attribute("value") or ""
+    for path, fields in (
+        (f"/tasks/{world['tasks']['needs_review']}/review", {"step": "confirm", "nav": "submit"}),
+        (f"/tasks/{world['tasks']['failed']}/retry", {"step": "confirm", "nav": "submit"}),
+        (f"/submissions/{pending.id}/resend", {}),
+        (f"/proposals/{proposal.id}/approve", {"note": "fine"}),
+        (f"/proposals/{proposal.id}/reject", {"reason": "no"}),
+        (f"/proposals/{proposal.id}/withdraw", {}),
+    ):
+        answer = page.request.post(
+            base + path,
+            form={"csrfmiddlewaretoken": token, **fields},
+            headers={"Referer": base + "/"},
+            max_redirects=0,
+        )
+        assert answer.status == 403, f"{path}: {answer.status}"
+    assert Submission.objects.get(id=pending.id).send_count == 0
+    proposal.refresh_from_db()
+    assert proposal.state == "pending"

@@ -139,7 +139,14 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout by default, which cuts the layer's
+                # blocking BZPOPMIN (5 s too) and kills every consumer idle for 5 s
+                # (django/channels_redis#422): no client-side read timeout here.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                "capacity": 1000,
+                "expiry": 30,
+            },
         }
     }
 else:

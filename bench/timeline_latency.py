@@ -15,22 +15,25 @@ The script builds its own world and measures the real path end to end:
    in-memory channel layer or, with ``--redis-url``, the Redis one.
 4. For each N and each event k: N WebSocket clients (the ``websockets`` package, spread over the
    people, each with its own session cookie and an Origin header) plus one real Chromium page
-   open task k's timeline; after every socket is accepted (the consumer has authorised the
-   person against the API and joined the task's group) the script waits a settle time, then
-   reviews task k through the recovery API over HTTP with the admin token. That review writes
-   one ``task.review`` audit record; its id is in the receipt and in the pushed fragment
-   (``id="entry-op-<audit id>"``). The sockets are closed before the next event.
+   open task k's timeline. The clients connect one after another, evenly over one re-check
+   period of the consumers (``TIMELINE_RECHECK_SECONDS``, 5 s), so that their periodic
+   authorisation checks against the API are spread as they are when viewers come and go, and
+   the event meets that steady background load. Once every socket is accepted (the consumer
+   has authorised the person and joined the task's group) and a short settle time has passed,
+   the script reviews task k through the recovery API over HTTP with the admin token. That
+   review writes one ``task.review`` audit record; its id is in the receipt and in the pushed
+   fragment (``id="entry-op-<audit id>"``). The sockets are closed before the next event.
 
 Latency of one (viewer, event) = the wall-clock time the fragment arrived at the client (or the
-browser's MutationObserver saw ``li#entry-op-<id>`` inserted) minus the audit record's
-``created_at`` (read back from ``GET /v1/tasks/{id}/operations/{audit_id}``). The ledger takes
-``created_at`` inside the review's transaction, a few writes before the commit, so this slightly
-overstates commit-to-arrival. A second view is arrival minus the moment the review's HTTP
-response reached the script. Same machine, same clock.
+browser's MutationObserver saw ``li#entry-op-<id>`` inserted) minus a starting point; same
+machine, same clock. Three starting points are reported:
 
-The settle times are spread evenly over one re-check period of the consumers
-(``TIMELINE_RECHECK_SECONDS``), so the events sample every phase of the periodic authorisation
-re-checks that the open sockets make against the API.
+- the audit record's ``created_at`` (read back from ``GET /v1/tasks/{id}/operations/{id}``),
+  which the ledger takes inside the review's transaction, a few writes before the commit, so
+  it slightly overstates commit-to-arrival;
+- the commit: the server runs ``bench/commit_probe.py``, the console's application with the
+  ledger's publish (``transaction.on_commit``) timed; ``--no-probe`` serves it unwrapped;
+- the moment the review's HTTP response reached the script.
 
 Results: a table on stdout and ``var/bench/timeline_latency[-<label>].json``. Numbers are
 written up in docs/performance.md; they are never asserted in tests.
@@ -105,12 +108,15 @@ OBSERVER_JS = """
 
 @dataclass
 class Sample:
+    """When one client got one event, from three starting points (None: it never arrived)."""
+
     viewers: int
     event: int
     client: str  # "ws-<i>" or "browser"
     audit_id: str
-    commit_to_arrival_ms: float | None  # None: never arrived
-    response_to_arrival_ms: float | None
+    from_created_ms: float | None  # the audit record's created_at
+    from_commit_ms: float | None  # the probe: publish, right after the commit (None: no probe)
+    from_response_ms: float | None  # the review's HTTP response reaching the script
 
 
 @dataclass
@@ -121,8 +127,10 @@ class Round:
     audit_id: str
     connect_s: float
     settle_s: float
-    review_ms: float  # the review's HTTP round trip, as the script saw it
+    review_http_ms: float  # the review's HTTP round trip, as the script saw it
+    created_to_commit_ms: float | None  # the rest of the review's transaction, and its commit
     created_to_response_ms: float
+    collector_ms: float | None  # the server's garbage-collector pauses, created_at to last arrival
 
 
 @dataclass
@@ -320,15 +328,48 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
 
 
 class Daphne:
-    def __init__(self, database_url: str, redis_url: str | None) -> None:
+    def __init__(
+        self, database_url: str, redis_url: str | None, *, probe: bool, gc_freeze: bool = False
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         extra = {"ORBIT_EMBEDDED_API_URL": self.url}
         if redis_url:
             extra["REDIS_URL"] = redis_url
+        self.probe_path: Path | None = None
+        self.application = "orbit_console.asgi:application"
+        if probe:
+            self.probe_path = BENCH_DIR / "commits.txt"
+            self.probe_path.unlink(missing_ok=True)
+            extra["ORBIT_BENCH_PROBE_FILE"] = str(self.probe_path)
+            if gc_freeze:
+                extra["ORBIT_BENCH_GC_FREEZE"] = "1"
+            self.application = "bench.commit_probe:application"
         self.env = server_env(database_url, **extra)
         self.log_path = BENCH_DIR / "daphne.log"
         self.process: subprocess.Popen[bytes] | None = None
+
+    def _notes(self) -> list[list[str]]:
+        if self.probe_path is None or not self.probe_path.exists():
+            return []
+        return [line.split(" ") for line in self.probe_path.read_text().splitlines()]
+
+    def committed_at(self, audit_id: str) -> float | None:
+        """When the ledger published this audit record (the probe's note), if it did."""
+        for note in self._notes():
+            if note[0] == audit_id:
+                return float(note[1])
+        return None
+
+    def collector_pauses_ms(self, start: float, end: float) -> float | None:
+        """Milliseconds the server's garbage collector held the process between two times."""
+        if self.probe_path is None:
+            return None
+        pauses = 0.0
+        for note in self._notes():
+            if note[0].startswith("gc") and start <= float(note[1]) <= end:
+                pauses += float(note[2])
+        return round(pauses, 3)
 
     def start(self) -> None:
         log = self.log_path.open("wb")
@@ -341,7 +382,7 @@ class Daphne:
                 "127.0.0.1",
                 "-p",
                 str(self.port),
-                "orbit_console.asgi:application",
+                self.application,
             ],
             cwd=ROOT,
             env=self.env,
@@ -434,18 +475,20 @@ class Viewer:
         await self.listener
 
 
-async def open_viewers(base: str, task_id: str, sessions: list[str], count: int) -> list[Viewer]:
+async def open_viewers(
+    base: str, task_id: str, sessions: list[str], count: int, spread: float
+) -> list[Viewer]:
+    """Open ``count`` clients, the i-th ``i * spread / count`` seconds after the first."""
     url = base.replace("http://", "ws://") + f"/ws/tasks/{task_id}/timeline"
-    gate = asyncio.Semaphore(10)
 
     async def one(index: int) -> Viewer:
-        async with gate:
-            ws = await connect(
-                url,
-                origin=base,  # type: ignore[arg-type]
-                additional_headers={"Cookie": f"sessionid={sessions[index % len(sessions)]}"},
-                open_timeout=60,
-            )
+        await asyncio.sleep(index * spread / count)
+        ws = await connect(
+            url,
+            origin=base,  # type: ignore[arg-type]
+            additional_headers={"Cookie": f"sessionid={sessions[index % len(sessions)]}"},
+            open_timeout=60,
+        )
         return Viewer(f"ws-{index}", ws)
 
     return list(await asyncio.gather(*(one(index) for index in range(count))))
@@ -475,7 +518,10 @@ class Browser:
         await self.page.wait_for_url(lambda url: "/signin" not in url)
 
     async def open_task(self, task_id: str) -> None:
-        await self.page.goto(f"{self.base}/tasks/{task_id}")
+        response = await self.page.goto(f"{self.base}/tasks/{task_id}")
+        if response is None or not response.ok:
+            status = response.status if response is not None else "no response"
+            raise SystemExit(f"the task page answered {status}; see {BENCH_DIR}/daphne.log")
         await self.page.wait_for_selector('#timeline-live[data-state="live"]')
 
     async def arrival(self, audit_id: str, timeout: float) -> float | None:
@@ -517,7 +563,7 @@ def utc_seconds(text: str) -> float:
 
 async def measure(
     args: argparse.Namespace, server: Daphne, world: World, counts: list[int]
-) -> list[Phase]:
+) -> tuple[list[Phase], dict[str, Any]]:
     base = server.url
     sessions = [await sign_in(base, name, password) for name, password in world.people]
     browser: Browser | None = None
@@ -538,9 +584,8 @@ async def measure(
             rounds = args.warmup + args.events
             for index in range(rounds):
                 event = index - args.warmup  # negative: warm-up, not recorded
-                settle = args.min_settle + args.phase_spread * ((max(event, 0) + 0.5) / args.events)
                 result = await one_round(
-                    api, base, next(tasks), sessions, count, browser, settle, event, args
+                    api, server, next(tasks), sessions, count, browser, event, args
                 )
                 if event >= 0:
                     phase.rounds.append(result[0])
@@ -550,31 +595,59 @@ async def measure(
             phase.load_after = loadavg()
             phases.append(phase)
             report_phase(phase, label=args.label)
+        burst = await authorisation_burst(api, world.tasks[0], max(counts))
     finally:
         await api.aclose()
         if browser is not None:
             await browser.stop()
-    return phases
+    return phases, burst
+
+
+async def authorisation_burst(api: httpx.AsyncClient, task_id: str, count: int) -> dict[str, Any]:
+    """What checking authorisation on every push would cost: one call of the consumer's check
+    (``GET /v1/tasks/{id}/operations?limit=1``) per viewer, all at once, as N sockets would
+    make it for one event; and the same call made alone, for its unloaded cost."""
+    path = f"/v1/tasks/{task_id}/operations?limit=1"
+
+    async def timed() -> float:
+        started = time.perf_counter()
+        (await api.get(path)).raise_for_status()
+        return (time.perf_counter() - started) * 1000
+
+    alone = [await timed() for _ in range(20)]
+    started = time.perf_counter()
+    together = await asyncio.gather(*(timed() for _ in range(count)))
+    wall_ms = round((time.perf_counter() - started) * 1000, 1)
+    single = summary(alone)
+    print(
+        f"\nauthorisation check: alone p50 {single['p50']} ms; "
+        f"{count} at once: all answered after {wall_ms} ms"
+    )
+    return {
+        "viewers": count,
+        "single_call_ms": single,
+        "burst_wall_ms": wall_ms,
+        "burst_call_ms": summary(list(together)),
+    }
 
 
 async def one_round(
     api: httpx.AsyncClient,
-    base: str,
+    server: Daphne,
     task_id: str,
     sessions: list[str],
     count: int,
     browser: Browser | None,
-    settle: float,
     event: int,
     args: argparse.Namespace,
 ) -> tuple[Round, list[Sample]]:
     started = time.monotonic()
     viewers, _ = await asyncio.gather(
-        open_viewers(base, task_id, sessions, count),
+        open_viewers(server.url, task_id, sessions, count, args.connect_spread),
         browser.open_task(task_id) if browser is not None else asyncio.sleep(0),
     )
     connect_s = time.monotonic() - started
-    await asyncio.sleep(settle)
+    await asyncio.sleep(args.settle)
 
     sent = time.time()
     response = await api.post(
@@ -597,14 +670,20 @@ async def one_round(
 
     detail = await api.get(f"/v1/tasks/{task_id}/operations/{audit_id}")
     created = utc_seconds(detail.json()["data"]["created_at"])
+    committed = server.committed_at(audit_id)
+
+    def since(start: float | None, at: float | None) -> float | None:
+        return None if start is None or at is None else round((at - start) * 1000, 3)
+
     samples = [
         Sample(
             viewers=count,
             event=event,
             client=name,
             audit_id=audit_id,
-            commit_to_arrival_ms=None if at is None else round((at - created) * 1000, 3),
-            response_to_arrival_ms=None if at is None else round((at - answered) * 1000, 3),
+            from_created_ms=since(created, at),
+            from_commit_ms=since(committed, at),
+            from_response_ms=since(answered, at),
         )
         for (name, _client), at in zip(clients, arrivals, strict=True)
     ]
@@ -614,9 +693,13 @@ async def one_round(
         task_id=task_id,
         audit_id=audit_id,
         connect_s=round(connect_s, 3),
-        settle_s=round(settle, 3),
-        review_ms=round((answered - sent) * 1000, 3),
+        settle_s=args.settle,
+        review_http_ms=round((answered - sent) * 1000, 3),
+        created_to_commit_ms=since(created, committed),
         created_to_response_ms=round((answered - created) * 1000, 3),
+        collector_ms=server.collector_pauses_ms(
+            created, max([at for at in arrivals if at is not None], default=answered)
+        ),
     )
     await asyncio.sleep(args.pause)
     return record, samples
@@ -624,18 +707,36 @@ async def one_round(
 
 # --- Reporting ----------------------------------------------------------------------------------
 
+VIEWS = {
+    "ws_from_created_ms": "ws: created_at -> arrival",
+    "ws_from_commit_ms": "ws: commit -> arrival",
+    "ws_from_response_ms": "ws: HTTP response -> arrival",
+    "dom_from_created_ms": "browser: created_at -> DOM",
+    "dom_from_commit_ms": "browser: commit -> DOM",
+    "dom_from_response_ms": "browser: HTTP response -> DOM",
+    "review_http_ms": "review HTTP round trip",
+    "created_to_commit_ms": "review: created_at -> commit",
+    "created_to_response_ms": "review: created_at -> response",
+    "collector_ms": "server GC pauses during the event",
+}
+
 
 def phase_summary(phase: Phase) -> dict[str, Any]:
     ws = [sample for sample in phase.samples if sample.client != "browser"]
-    browser = [sample for sample in phase.samples if sample.client == "browser"]
+    dom = [sample for sample in phase.samples if sample.client == "browser"]
+    rounds = phase.rounds
     return {
         "viewers": phase.viewers,
-        "ws_commit_to_arrival_ms": summary([s.commit_to_arrival_ms for s in ws]),
-        "ws_response_to_arrival_ms": summary([s.response_to_arrival_ms for s in ws]),
-        "browser_commit_to_dom_ms": summary([s.commit_to_arrival_ms for s in browser]),
-        "browser_response_to_dom_ms": summary([s.response_to_arrival_ms for s in browser]),
-        "review_http_ms": summary([r.review_ms for r in phase.rounds]),
-        "created_to_response_ms": summary([r.created_to_response_ms for r in phase.rounds]),
+        "ws_from_created_ms": summary([s.from_created_ms for s in ws]),
+        "ws_from_commit_ms": summary([s.from_commit_ms for s in ws]),
+        "ws_from_response_ms": summary([s.from_response_ms for s in ws]),
+        "dom_from_created_ms": summary([s.from_created_ms for s in dom]),
+        "dom_from_commit_ms": summary([s.from_commit_ms for s in dom]),
+        "dom_from_response_ms": summary([s.from_response_ms for s in dom]),
+        "review_http_ms": summary([r.review_http_ms for r in rounds]),
+        "created_to_commit_ms": summary([r.created_to_commit_ms for r in rounds]),
+        "created_to_response_ms": summary([r.created_to_response_ms for r in rounds]),
+        "collector_ms": summary([r.collector_ms for r in rounds]),
         "server_cpu_s": phase.server_cpu_s,
         "wall_s": phase.wall_s,
         "load_before": phase.load_before,
@@ -646,57 +747,66 @@ def phase_summary(phase: Phase) -> dict[str, Any]:
 def report_phase(phase: Phase, *, label: str) -> None:
     row = phase_summary(phase)
     print(
-        f"\n[{label}] N={phase.viewers} (+1 browser)  load {row['load_before']} -> "
-        f"{row['load_after']}  server CPU {row['server_cpu_s']} s in {row['wall_s']} s"
+        f"\n[{label or 'run'}] N={phase.viewers} WebSocket clients (+ the browser)  "
+        f"load {row['load_before']} -> {row['load_after']}  "
+        f"server CPU {row['server_cpu_s']} s in {row['wall_s']} s"
     )
-    print(f"  {'view':<26}{'count':>7}{'lost':>6}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}")
-    for key in (
-        "ws_commit_to_arrival_ms",
-        "ws_response_to_arrival_ms",
-        "browser_commit_to_dom_ms",
-        "browser_response_to_dom_ms",
-        "review_http_ms",
-        "created_to_response_ms",
-    ):
+    print(f"  {'ms':<32}{'count':>6}{'lost':>5}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}")
+    for key, title in VIEWS.items():
         stats = row[key]
-        if not stats["count"]:
-            continue
-        print(
-            f"  {key:<26}{stats['count']:>7}{stats['lost']:>6}{stats['p50']:>9.1f}"
-            f"{stats['p95']:>9.1f}{stats['p99']:>9.1f}{stats['max']:>9.1f}"
-        )
+        if stats["count"]:
+            print(
+                f"  {title:<32}{stats['count']:>6}{stats['lost']:>5}{stats['p50']:>8.1f}"
+                f"{stats['p95']:>8.1f}{stats['p99']:>8.1f}{stats['max']:>8.1f}"
+            )
     sys.stdout.flush()
 
 
-def report(phases: list[Phase], args: argparse.Namespace, layer: str, database: str) -> Path:
+def cells(stats: dict[str, Any], names: Sequence[str]) -> str:
+    if not stats["count"]:
+        return " ".join(f"{'-':>7}" for _ in names)
+    return " ".join(f"{stats[name]:>7.1f}" for name in names)
+
+
+def report(
+    phases: list[Phase],
+    burst: dict[str, Any],
+    args: argparse.Namespace,
+    layer: str,
+    database: str,
+) -> Path:
     path = BENCH_DIR / (
         f"timeline_latency-{args.label}.json" if args.label else "timeline_latency.json"
     )
+    print(f"\n{database}, {layer} layer; ms from created_at, last three from the commit (probe)")
     print(
-        f"\n{'N':>4} {'ws p50':>8} {'ws p95':>8} {'ws p99':>8} {'ws max':>8} {'lost':>5}"
-        f" {'dom p50':>8} {'dom p99':>8} {'dom max':>8}   (ms, created_at -> arrival)"
+        f"{'N':>4} {'ws p50':>7} {'ws p95':>7} {'ws p99':>7} {'ws max':>7} {'lost':>5}"
+        f" {'dom p50':>7} {'dom p99':>7} {'dom max':>7}   {'commit->ws p50/p99/max':>24}"
     )
     for phase in phases:
         row = phase_summary(phase)
-        ws, dom = row["ws_commit_to_arrival_ms"], row["browser_commit_to_dom_ms"]
-        dom_cells = (
-            f"{dom['p50']:>8.1f} {dom['p99']:>8.1f} {dom['max']:>8.1f}"
-            if dom["count"]
-            else f"{'-':>8} {'-':>8} {'-':>8}"
+        ws, dom, commit = (
+            row["ws_from_created_ms"],
+            row["dom_from_created_ms"],
+            row["ws_from_commit_ms"],
         )
         print(
-            f"{phase.viewers:>4} {ws['p50']:>8.1f} {ws['p95']:>8.1f} {ws['p99']:>8.1f}"
-            f" {ws['max']:>8.1f} {ws['lost']:>5} {dom_cells}"
+            f"{phase.viewers:>4} {cells(ws, ('p50', 'p95', 'p99', 'max'))} {ws['lost']:>5}"
+            f" {cells(dom, ('p50', 'p99', 'max'))}   {cells(commit, ('p50', 'p99', 'max'))}"
         )
     result = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join(["uv run python", *sys.argv]),
         "machine": machine(),
         "database": database,
         "channel_layer": layer,
         "events": args.events,
         "warmup": args.warmup,
         "browser": not args.no_browser,
+        "commit_probe": not args.no_probe,
+        "gc_freeze": args.gc_freeze,
+        "connect_spread_s": args.connect_spread,
         "summary": [phase_summary(phase) for phase in phases],
+        "authorisation_burst": burst,
         "rounds": [asdict(r) for phase in phases for r in phase.rounds],
         "samples": [asdict(s) for phase in phases for s in phase.samples],
     }
@@ -715,12 +825,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--database-url", help="mysql://.../<name with 'bench'>; else SQLite")
     parser.add_argument("--redis-url", help="use the Redis channel layer at this URL")
     parser.add_argument("--no-browser", action="store_true", help="WebSocket clients only")
-    parser.add_argument("--min-settle", type=float, default=0.5, help="seconds after connect")
     parser.add_argument(
-        "--phase-spread",
+        "--no-probe",
+        action="store_true",
+        help="serve orbit_console.asgi as is, without bench/commit_probe.py (no commit times)",
+    )
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="experiment: the probe calls gc.freeze() in the server once it is loaded",
+    )
+    parser.add_argument(
+        "--connect-spread",
         type=float,
         default=5.0,
-        help="spread settle times over this many seconds (the re-check period)",
+        help="open the clients evenly over this many seconds (the consumers' re-check period)",
+    )
+    parser.add_argument(
+        "--settle", type=float, default=0.5, help="seconds between the last connect and the event"
     )
     parser.add_argument("--pause", type=float, default=0.2, help="seconds between events")
     parser.add_argument("--label", default="", help="suffix of the JSON file's name")
@@ -746,13 +868,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         people=min(max(args.counts), MAX_PEOPLE),
         tasks=(args.events + args.warmup) * len(args.counts),
     )
-    server = Daphne(database_url, args.redis_url)
+    server = Daphne(database_url, args.redis_url, probe=not args.no_probe, gc_freeze=args.gc_freeze)
     server.start()
     try:
-        phases = asyncio.run(measure(args, server, world, args.counts))
+        phases, burst = asyncio.run(measure(args, server, world, args.counts))
     finally:
         server.stop()
-    path = report(phases, args, layer, database)
+    path = report(phases, burst, args, layer, database)
     print(f"\nwrote {path.relative_to(ROOT)}; load {loadavg()}")
 
 

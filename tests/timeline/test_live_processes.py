@@ -178,6 +178,25 @@ def test_review_through_process_a_reaches_sockets_on_a_and_on_b(
     asyncio.run(scenario())
 
 
+def test_a_socket_idle_longer_than_a_redis_read_timeout_still_receives(
+    redis_servers: list[DaphneServer], world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """The Redis layer's consumers block on Redis for up to 5 s at a time; a client-side read
+    timeout of 5 s (redis-py's default) once killed every socket idle that long. The settings
+    turn it off: a socket idle for 7 s still gets the next entry."""
+    server_a, server_b = redis_servers
+    task_id = world["tasks"]["needs_review_2"]
+    session = session_cookie(people["auditor"].user)
+
+    async def scenario() -> None:
+        async with open_socket(server_b, task_id, session) as socket:
+            await asyncio.sleep(7)  # idle, not measured: longer than the old read timeout
+            audit_id = await review_over_http(server_a, world, "needs_review_2")
+            assert_review_entry(await entry_arrives(socket, f"entry-op-{audit_id}"), audit_id)
+
+    asyncio.run(scenario())
+
+
 # --- An external Orbit --------------------------------------------------------------------------
 
 

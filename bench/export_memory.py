@@ -40,10 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -55,10 +52,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from support import (
+    BENCH_DIR,
+    ROOT,
+    DaphneProcess,
+    fresh_database,
+    loadavg,
+    machine,
+    manage,
+    server_env,
+    setup_django,
+    signin_form,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH_DIR = ROOT / "var" / "bench"
-CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 KINDS = [
     "submission.stored",
     "submission.sent",
@@ -94,26 +100,6 @@ print(len(rows), len(body.encode()), before, status("VmHWM"), time.monotonic() -
 # --- Machine and processes ----------------------------------------------------------------------
 
 
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def machine() -> dict[str, Any]:
-    model = ""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "memory_gib": round(mem_kib / 1024 / 1024, 1),
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-    }
-
-
 def proc_status(pid: int) -> dict[str, int]:
     """``VmRSS`` and ``VmHWM`` of a process, in KiB."""
     values: dict[str, int] = {}
@@ -124,81 +110,11 @@ def proc_status(pid: int) -> dict[str, int]:
     return values
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def mib(kib: int | float) -> float:
     return round(kib / 1024, 1)
 
 
 # --- Database -----------------------------------------------------------------------------------
-
-
-def fresh_database(database_url: str | None) -> str:
-    """A new, empty database; returns its DATABASE_URL."""
-    BENCH_DIR.mkdir(parents=True, exist_ok=True)
-    if not database_url or database_url.startswith("sqlite"):
-        path = BENCH_DIR / "export.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        return f"sqlite:///{path}"
-    import dj_database_url
-    import MySQLdb
-
-    config = dj_database_url.parse(database_url)
-    name = str(config["NAME"])
-    if not re.fullmatch(r"[A-Za-z0-9_]+", name) or "bench" not in name:
-        raise SystemExit(f"refusing to drop {name!r}: the database name must contain 'bench'")
-    server = MySQLdb.connect(
-        host=str(config.get("HOST") or "127.0.0.1"),
-        port=int(config.get("PORT") or 3306),
-        user=str(config.get("USER") or "root"),
-        password=str(config.get("PASSWORD") or ""),
-    )
-    try:
-        cursor = server.cursor()
-        cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    finally:
-        server.close()
-    return database_url
-
-
-def server_env(database_url: str, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "DATABASE_URL": database_url, **extra}
-    for name in ("REDIS_URL", "ORBIT_API_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):
-        if name not in extra:
-            env.pop(name, None)
-    return env
-
-
-def manage(database_url: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=server_env(database_url),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
-    return done.stdout
-
-
-def setup_django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url  # before django.setup(): settings read it
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbit_console.settings")
-    os.environ.pop("REDIS_URL", None)
-    os.environ.pop("ORBIT_API_URL", None)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
 
 
 @dataclass
@@ -364,69 +280,11 @@ def measure_verify(database_url: str, entries: int, interval: float) -> Verifica
     return Verification(entries, process.returncode, round(seconds, 2), mib(peak), output.strip())
 
 
-class Daphne:
-    def __init__(self, database_url: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = server_env(database_url, ORBIT_EMBEDDED_API_URL=self.url)
-        self.log_path = BENCH_DIR / "export-daphne.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Daphne:
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "orbit_console.asgi:application",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"daphne exited; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/health/live", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise SystemExit(f"daphne did not start; see {self.log_path}")
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
 def signed_in(base: str, username: str, password: str) -> httpx.Client:
     """A client with the person's session cookie (close it when done)."""
     http = httpx.Client(base_url=base, timeout=600)
     page = http.get("/signin")
-    match = CSRF_INPUT.search(page.text)
-    assert match, "the sign-in page carries no CSRF token"
-    answer = http.post(
-        "/signin",
-        data={"csrfmiddlewaretoken": match[1], "username": username, "password": password},
-    )
+    answer = http.post("/signin", data=signin_form(page.text, username, password))
     if answer.status_code != 302:
         raise SystemExit(f"could not sign in as {username}: {answer.status_code}")
     return http
@@ -452,7 +310,9 @@ class Export:
 def measure_export(
     database_url: str, people: People, fmt: str, interval: float, rate_kib: int
 ) -> Export:
-    server = Daphne(database_url).start()
+    server = DaphneProcess(
+        database_url, log_path=BENCH_DIR / "export-daphne.log", append_log=True, start_timeout=120
+    ).start()
     try:
         http = signed_in(server.url, *people.auditor)
         try:
@@ -539,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     sizes = sorted(int(size) for size in args.sizes.split(","))
     formats = [fmt for fmt in args.formats.split(",") if fmt]
-    database_url = fresh_database(args.database_url)
+    database_url = fresh_database(args.database_url, "export.sqlite3")
     database = "MariaDB" if database_url.startswith("mysql") else "SQLite"
     print(f"{database}: migrating and seeding {database_url}", flush=True)
     manage(database_url, "migrate", "--no-input")

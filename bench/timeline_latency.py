@@ -45,12 +45,9 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import re
 import secrets
 import shutil
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -60,11 +57,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from support import (
+    BENCH_DIR,
+    ROOT,
+    DaphneProcess,
+    fresh_database,
+    loadavg,
+    machine,
+    manage,
+    setup_django,
+    signin_form,
+)
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH_DIR = ROOT / "var" / "bench"
 MAX_PEOPLE = 10
 ARRIVAL_TIMEOUT = 15.0
 CHROMIUM_ARGS = [
@@ -77,7 +83,6 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 ENTRY_OP = re.compile(r'id="entry-op-([0-9a-f]{32})"')
-CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 # Installed in the page before its own scripts run (Playwright injects it over the DevTools
 # protocol, so the page's CSP does not apply): the wall-clock time at which each platform entry
@@ -169,27 +174,6 @@ def summary(values: Sequence[float | None]) -> dict[str, Any]:
 # --- Machine ------------------------------------------------------------------------------------
 
 
-def loadavg() -> str:
-    """The 1, 5 and 15 minute load averages."""
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def machine() -> dict[str, Any]:
-    model = ""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "memory_gib": round(mem_kib / 1024 / 1024, 1),
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-    }
-
-
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (and its waited-for children), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -197,66 +181,7 @@ def process_cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 # --- Database and world -------------------------------------------------------------------------
-
-
-def fresh_database(database_url: str | None) -> str:
-    """A new, empty database; returns its DATABASE_URL."""
-    BENCH_DIR.mkdir(parents=True, exist_ok=True)
-    if not database_url or database_url.startswith("sqlite"):
-        path = BENCH_DIR / "timeline.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        return f"sqlite:///{path}"
-    import dj_database_url
-    import MySQLdb
-
-    config = dj_database_url.parse(database_url)
-    name = str(config["NAME"])
-    if not re.fullmatch(r"[A-Za-z0-9_]+", name) or "bench" not in name:
-        raise SystemExit(f"refusing to drop {name!r}: the database name must contain 'bench'")
-    server = MySQLdb.connect(
-        host=str(config.get("HOST") or "127.0.0.1"),
-        port=int(config.get("PORT") or 3306),
-        user=str(config.get("USER") or "root"),
-        password=str(config.get("PASSWORD") or ""),
-    )
-    try:
-        cursor = server.cursor()
-        cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    finally:
-        server.close()
-    return database_url
-
-
-def server_env(database_url: str, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "DATABASE_URL": database_url, **extra}
-    for name in ("REDIS_URL", "ORBIT_API_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):
-        if name not in extra:
-            env.pop(name, None)
-    return env
-
-
-def manage(database_url: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=server_env(database_url),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
-    return done.stdout
 
 
 @dataclass
@@ -270,14 +195,7 @@ class World:
 def build_world(database_url: str, *, people: int, tasks: int) -> World:
     """Seed a namespace, then add the auditors and the tasks to review, in this process."""
     seeded = json.loads(manage(database_url, "orbit", "seed"))
-    os.environ["DATABASE_URL"] = database_url  # before django.setup(): settings read it
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbit_console.settings")
-    os.environ.pop("REDIS_URL", None)
-    os.environ.pop("ORBIT_API_URL", None)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+    setup_django(database_url)
     from django.contrib.auth.models import Group, User
     from django.db import connections, transaction
 
@@ -327,27 +245,31 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
 # --- The server ---------------------------------------------------------------------------------
 
 
-class Daphne:
+class Daphne(DaphneProcess):
+    """The console and the embedded recovery API; with ``probe``, wrapped in
+    ``bench/commit_probe.py``, whose notes it reads."""
+
     def __init__(
         self, database_url: str, redis_url: str | None, *, probe: bool, gc_freeze: bool = False
     ) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        extra = {"ORBIT_EMBEDDED_API_URL": self.url}
+        extra: dict[str, str] = {}
         if redis_url:
             extra["REDIS_URL"] = redis_url
         self.probe_path: Path | None = None
-        self.application = "orbit_console.asgi:application"
+        application = "orbit_console.asgi:application"
         if probe:
             self.probe_path = BENCH_DIR / "commits.txt"
             self.probe_path.unlink(missing_ok=True)
             extra["ORBIT_BENCH_PROBE_FILE"] = str(self.probe_path)
             if gc_freeze:
                 extra["ORBIT_BENCH_GC_FREEZE"] = "1"
-            self.application = "bench.commit_probe:application"
-        self.env = server_env(database_url, **extra)
-        self.log_path = BENCH_DIR / "daphne.log"
-        self.process: subprocess.Popen[bytes] | None = None
+            application = "bench.commit_probe:application"
+        super().__init__(
+            database_url,
+            log_path=BENCH_DIR / "daphne.log",
+            application=application,
+            extra_env=extra,
+        )
 
     def _notes(self) -> list[list[str]]:
         if self.probe_path is None or not self.probe_path.exists():
@@ -371,50 +293,6 @@ class Daphne:
                 pauses += float(note[2])
         return round(pauses, 3)
 
-    def start(self) -> None:
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                self.application,
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"daphne exited; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/health/live", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise SystemExit(f"daphne did not start; see {self.log_path}")
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
 
 # --- Clients ------------------------------------------------------------------------------------
 
@@ -423,12 +301,7 @@ async def sign_in(base: str, username: str, password: str) -> str:
     """Sign in through the form, as a browser would; returns the session cookie."""
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
         page = await http.get("/signin")
-        match = CSRF_INPUT.search(page.text)
-        assert match, "the sign-in page carries no CSRF token"
-        response = await http.post(
-            "/signin",
-            data={"csrfmiddlewaretoken": match[1], "username": username, "password": password},
-        )
+        response = await http.post("/signin", data=signin_form(page.text, username, password))
         session = http.cookies.get("sessionid")
         if response.status_code != 302 or not session:
             raise SystemExit(f"could not sign in as {username}: {response.status_code}")
@@ -855,7 +728,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    database_url = fresh_database(args.database_url)
+    database_url = fresh_database(args.database_url, "timeline.sqlite3")
     database = "mysql" if database_url.startswith("mysql") else "sqlite"
     layer = "redis" if args.redis_url else "in-memory"
     print(

@@ -1,0 +1,218 @@
+"""What the benchmarks share: the machine, a fresh database, Django, a daphne server, signing in.
+
+The scripts are run as ``uv run python bench/<script>.py`` from the repository root, so this
+directory is the first entry of ``sys.path`` and they ``import support`` as a top-level module;
+the project itself is put on the path by ``setup_django`` (and the subprocesses run in ``ROOT``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Self
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "var" / "bench"
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+# --- Machine ------------------------------------------------------------------------------------
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# --- Database and Django ------------------------------------------------------------------------
+
+
+def fresh_database(database_url: str | None, sqlite_name: str) -> str:
+    """A new, empty database; returns its DATABASE_URL.
+
+    Without ``database_url`` (or with an SQLite one): the file ``sqlite_name`` under
+    ``var/bench/``, removed with its WAL files. Otherwise the MySQL/MariaDB database it names,
+    dropped and created again; its name must contain "bench".
+    """
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    if not database_url or database_url.startswith("sqlite"):
+        path = BENCH_DIR / sqlite_name
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return f"sqlite:///{path}"
+    import dj_database_url
+    import MySQLdb
+
+    config = dj_database_url.parse(database_url)
+    name = str(config["NAME"])
+    if not re.fullmatch(r"[A-Za-z0-9_]+", name) or "bench" not in name:
+        raise SystemExit(f"refusing to drop {name!r}: the database name must contain 'bench'")
+    server = MySQLdb.connect(
+        host=str(config.get("HOST") or "127.0.0.1"),
+        port=int(config.get("PORT") or 3306),
+        user=str(config.get("USER") or "root"),
+        password=str(config.get("PASSWORD") or ""),
+    )
+    try:
+        cursor = server.cursor()
+        cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    finally:
+        server.close()
+    return database_url
+
+
+def server_env(database_url: str, **extra: str) -> dict[str, str]:
+    """This process's environment for a child on ``database_url``, plus ``extra``; without
+    ``REDIS_URL``, ``ORBIT_API_URL`` and ``DJANGO_ALLOW_ASYNC_UNSAFE`` unless ``extra`` sets
+    them."""
+    env = {**os.environ, "DATABASE_URL": database_url, **extra}
+    for name in ("REDIS_URL", "ORBIT_API_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+def manage(database_url: str, *args: str) -> str:
+    """``manage.py <args>`` in its own process; its stdout (exits the script if it fails)."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=server_env(database_url),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
+    return done.stdout
+
+
+def setup_django(database_url: str) -> None:
+    """Django set up in this process, on ``database_url``."""
+    os.environ["DATABASE_URL"] = database_url  # before django.setup(): settings read it
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbit_console.settings")
+    os.environ.pop("REDIS_URL", None)
+    os.environ.pop("ORBIT_API_URL", None)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+# --- The server ---------------------------------------------------------------------------------
+
+
+class DaphneProcess:
+    """A ``daphne`` process serving ``application`` on a free local port of 127.0.0.1, with the
+    embedded recovery API at its own URL (``ORBIT_EMBEDDED_API_URL``) and ``extra_env`` added to
+    ``server_env``. Its output goes to ``log_path`` (appended to, or written anew)."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        log_path: Path,
+        application: str = "orbit_console.asgi:application",
+        extra_env: Mapping[str, str] | None = None,
+        append_log: bool = False,
+        start_timeout: float = 60,
+    ) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.application = application
+        self.env = server_env(
+            database_url, **{"ORBIT_EMBEDDED_API_URL": self.url, **(extra_env or {})}
+        )
+        self.log_path = log_path
+        self.append_log = append_log
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Self:
+        """Start the server and wait until ``/health/live`` answers 200 (exits the script if
+        the server stops or does not answer within ``start_timeout`` seconds)."""
+        log = self.log_path.open("ab" if self.append_log else "wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                self.application,
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"daphne exited; see {self.log_path}")
+            try:
+                if httpx.get(f"{self.url}/health/live", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit(f"daphne did not start; see {self.log_path}")
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# --- Clients ------------------------------------------------------------------------------------
+
+
+def signin_form(page: str, username: str, password: str) -> dict[str, str]:
+    """The fields to post to ``/signin``, with the CSRF token of ``page`` (its ``GET``)."""
+    match = CSRF_INPUT.search(page)
+    assert match, "the sign-in page carries no CSRF token"
+    return {"csrfmiddlewaretoken": match[1], "username": username, "password": password}

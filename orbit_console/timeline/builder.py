@@ -15,6 +15,9 @@ from orbit_console.console.people import Person
 from orbit_console.timeline.entries import Entry, from_event, from_operation, merged
 
 PAGE_SIZE = 20
+# A page that reconnects catches up through at most this many pages (200 operations) and starts
+# its timeline over when it missed more.
+CATCH_UP_PAGES = 10
 CONSOLE_ONLY_LIMIT = 200
 
 
@@ -57,6 +60,41 @@ async def build_page(
     events = await sync_to_async(_console_events)(task_id, lower, until, limited=not can_audit)
     entries.extend(from_event(event) for event in events)
     return TimelinePage(merged(entries), can_audit, next_cursor, lower)
+
+
+@dataclass
+class CatchUp:
+    page: TimelinePage
+    complete: bool  # False: more was missed than a catch-up fetches; the page starts over
+
+
+async def build_catch_up(
+    orbit: OrbitClient, person: Person, task_id: str, *, since: datetime | None
+) -> CatchUp:
+    """What a page whose newest platform entry is from ``since`` may have missed while its
+    socket was down: the newest pages, down to ``since``, merged into one. When even
+    ``CATCH_UP_PAGES`` pages do not reach back that far (or the page had no platform entry), the
+    answer is the newest page alone, marked incomplete, so the page replaces its timeline rather
+    than keep a gap in it."""
+    first = page = await build_page(orbit, person, task_id)
+    entries = list(page.entries)
+    for _ in range(CATCH_UP_PAGES - 1):
+        if not _may_have_missed_more(page, since):
+            break
+        page = await build_page(orbit, person, task_id, cursor=page.next_cursor, until=page.until)
+        entries.extend(page.entries)
+    if _may_have_missed_more(page, since):
+        return CatchUp(first, complete=False)
+    return CatchUp(
+        TimelinePage(merged(entries), first.can_audit, page.next_cursor, page.until), complete=True
+    )
+
+
+def _may_have_missed_more(page: TimelinePage, since: datetime | None) -> bool:
+    """Whether entries older than ``page`` may still be newer than ``since`` (ties included)."""
+    if page.next_cursor is None:
+        return False
+    return since is None or page.until is None or page.until >= since
 
 
 def _console_events(

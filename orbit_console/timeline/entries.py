@@ -3,7 +3,7 @@ one shape, rendered by one partial (``timeline/partials/entry.html``) for the pa
 live pushes alike."""
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
@@ -48,7 +48,10 @@ class Entry:
 
     @property
     def sort_key(self) -> str:
-        return f"{format_utc(self.created_at)}|{self.key}"
+        """Orders entries as text, in Python and in the page's script alike: the time in UTC with
+        all six fraction digits (``format_utc`` drops trailing zeros, and "00.5Z" sorts before
+        "00Z" as text), then the key, which breaks ties."""
+        return f"{self.created_at.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}Z|{self.key}"
 
     @property
     def timestamp(self) -> str:

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 
 from orbit_console.console.views.common import arender, client, console_view
 from orbit_console.console.views.tasks import task_id_or_404
-from orbit_console.timeline.builder import build_page
+from orbit_console.timeline.builder import build_catch_up, build_page
 
 
 @require_GET
@@ -28,16 +28,27 @@ async def older(request: HttpRequest, task_id: str) -> HttpResponse:
 @require_GET
 @console_view
 async def latest(request: HttpRequest, task_id: str) -> HttpResponse:
+    """What a reconnecting page missed since its newest platform entry (``since``): the entries
+    to merge, or — answered with ``Orbit-Timeline: reset`` — the newest page to start over from,
+    with its "Older" control."""
     task_id = task_id_or_404(task_id)
+    since = _time(request.GET.get("since"))
     async with client(request) as orbit:
-        timeline = await build_page(orbit, request.person, task_id)  # type: ignore[attr-defined]
-    return await arender(request, "timeline/partials/entries.html", {"timeline": timeline})
+        catch_up = await build_catch_up(orbit, request.person, task_id, since=since)  # type: ignore[attr-defined]
+    context = {"timeline": catch_up.page, "task": {"id": task_id}, "reset": not catch_up.complete}
+    response = await arender(request, "timeline/partials/catch_up.html", context)
+    if not catch_up.complete:
+        response["Orbit-Timeline"] = "reset"
+    return response
 
 
 def _time(value: str | None) -> datetime | None:
+    """An ISO 8601 time with its offset; anything else (a time without one included) is
+    ignored, as if the parameter were absent."""
     if not value:
         return None
     try:
-        return datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
+    return parsed if parsed.tzinfo is not None else None

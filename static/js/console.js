@@ -39,8 +39,9 @@
 // The live timeline (templates/timeline/partials/timeline.html). Entries arrive over the
 // WebSocket as htmx out-of-band swaps; each carries its id and a sort key (time|id), so that a
 // duplicate is dropped and a late one lands in its place. After every (re)connect the page
-// fetches the newest entries and merges what it missed: the channel layer delivers at most
-// once and the ws extension replays nothing.
+// fetches what came after its newest platform entry and merges it (or, when it missed more than
+// a catch-up fetches, starts over from the newest page): the channel layer delivers at most once
+// and the ws extension replays nothing.
 (function () {
   "use strict";
 
@@ -96,13 +97,47 @@
       .catch(function () { /* the next reconnect tries again */ });
   }
 
+  // The time of the newest platform entry on the page: the server sends what came after it.
+  function newestPlatformTime() {
+    var newest = "";
+    var entries = list();
+    if (!entries) { return newest; }
+    entries.querySelectorAll(":scope > li.source-platform[data-sort]").forEach(function (item) {
+      var time = item.dataset.sort.split("|")[0];
+      if (time > newest) { newest = time; }
+    });
+    return newest;
+  }
+
+  // More was missed than a catch-up fetches: show the newest page and its "Older" control.
+  function startOver(html) {
+    var entries = list();
+    if (!entries) { return; }
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    entries.replaceChildren.apply(entries, template.content.querySelectorAll("li[data-sort]"));
+    var older = document.getElementById("timeline-older");
+    if (older) { older.remove(); }
+    var fresh = template.content.getElementById("timeline-older");
+    if (fresh) {
+      entries.after(fresh);
+      if (window.htmx) { window.htmx.process(fresh); }
+    }
+    showChanged();
+  }
+
   function resync(socketElement) {
     resyncRows(socketElement);
     var url = socketElement.dataset.timelineResync;
     if (!url) { return; }
+    var since = newestPlatformTime();
+    if (since) { url += (url.indexOf("?") === -1 ? "?" : "&") + "since=" + encodeURIComponent(since); }
     fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
-      .then(function (response) { return response.ok ? response.text() : ""; })
-      .then(merge)
+      .then(function (response) {
+        if (!response.ok) { return; }
+        var reset = response.headers.get("Orbit-Timeline") === "reset";
+        return response.text().then(function (html) { (reset ? startOver : merge)(html); });
+      })
       .catch(function () { /* the next reconnect tries again */ });
   }
 

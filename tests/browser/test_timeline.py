@@ -9,6 +9,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
+from orbit_console.lib.rfc3339 import parse_utc
+from orbit_console.timeline.builder import CATCH_UP_PAGES, PAGE_SIZE
 from tests.browser.conftest import (
     BrowserWatch,
     open_task,
@@ -20,6 +22,7 @@ from tests.browser.conftest import (
 from tests.support.orbit import retry, review
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
+from tests.timeline.helpers import add_operations
 
 pytestmark = pytest.mark.browser
 
@@ -73,10 +76,12 @@ def assert_no_duplicates(page: Page) -> None:
 
 
 def assert_newest_first(page: Page) -> None:
-    keys: list[str] = page.locator(ENTRIES).evaluate_all(
-        "items => items.map(item => item.dataset.sort)"
+    """By the times the entries show, not by the sort keys the page itself sorts with."""
+    times: list[str] = page.locator(ENTRIES).evaluate_all(
+        "items => items.map(item => item.querySelector('time[datetime]').getAttribute('datetime'))"
     )
-    assert keys == sorted(keys, reverse=True)
+    instants = [parse_utc(time) for time in times]
+    assert instants == sorted(instants, reverse=True), times
 
 
 def api_review(api: httpx.Client, world: dict[str, Any], task: str) -> str:
@@ -192,6 +197,39 @@ def test_reconnect_catches_up_with_an_entry_missed_while_the_server_was_down(
     assert retried.status_code == 201, retried.text
     expect(page.locator(f"#entry-op-{retried.json()['data']['audit_id']}")).to_be_visible()
     expect(missed_entry).to_have_count(1)
+    assert_not_reloaded(page)
+    assert_no_duplicates(page)
+    assert_newest_first(page)
+
+
+def test_reconnect_after_missing_more_than_a_catch_up_starts_the_timeline_over(
+    page: Page,
+    viewer_server: DaphneServer,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """More was missed than a catch-up fetches: rather than keep a gap, the page shows the
+    newest page and an "Older" control that pages on from there, without a reload."""
+    task_id = world["tasks"]["needs_review"]
+    open_live_timeline(page, viewer_server, people["auditor"], task_id)
+    mark_page(page)
+    shown_before = entry_ids(page)
+
+    viewer_server.stop()
+    expect(page.locator("#timeline-live")).not_to_have_text("live")
+    missed = add_operations(task_id, PAGE_SIZE * CATCH_UP_PAGES + 1)
+    viewer_server.start()
+
+    newest = page.locator(f"#entry-op-{missed[-1]}")
+    expect(newest).to_be_visible(timeout=RECONNECT_TIMEOUT_MS)
+    newest_page = [f"entry-op-{audit_id}" for audit_id in reversed(missed[-PAGE_SIZE:])]
+    expect(page.locator(ENTRIES)).to_have_count(len(newest_page))
+    assert [item for item in entry_ids(page) if item.startswith("entry-op-")] == newest_page
+    assert not set(shown_before) & set(entry_ids(page))
+    expect(page.locator("#task-changed")).to_be_visible()
+
+    page.locator("#timeline-older a").click()
+    expect(page.locator(f"#entry-op-{missed[-PAGE_SIZE - 1]}")).to_be_visible()
     assert_not_reloaded(page)
     assert_no_duplicates(page)
     assert_newest_first(page)

@@ -3,6 +3,7 @@ the test process through the ledger's own services, so that ``transaction.on_com
 from here."""
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -13,9 +14,11 @@ from orbit_console.console.models import ConsoleEvent, OrbitCredential, Submissi
 from orbit_console.console.submissions import submission_create
 from orbit_console.ledger import services
 from orbit_console.ledger.auth import hash_token
+from orbit_console.ledger.journal import write_audit
 from orbit_console.ledger.lifecycle import credential_revoke
-from orbit_console.ledger.models import Credential
+from orbit_console.ledger.models import Credential, OperationAudit, Task
 from orbit_console.ledger.requests import parse_review
+from orbit_console.lib.ids import new_id
 from orbit_console.lib.secretbox import unseal
 from tests.support.orbit import new_key, review_body
 
@@ -97,3 +100,27 @@ def revoke_person(user: User) -> None:
     stored = OrbitCredential.objects.get(user=user)
     credential = Credential.objects.get(token_hash=hash_token(unseal(stored.token_ciphertext)))
     credential_revoke(credential=credential)
+
+
+def add_operations(task_id: str, count: int) -> list[str]:
+    """``count`` platform operations on the task, a millisecond apart, newer than any before;
+    written as the platform writes its audit. Returns their ids, oldest first."""
+    ids = []
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(id=task_id)
+        start = OperationAudit.objects.filter(task_id=task_id).order_by("-created_at").first()
+        assert start is not None
+        for number in range(1, count + 1):
+            record = write_audit(
+                task=task,
+                operation_id=new_id(),
+                actor_id="worker-7",
+                action="task.execution_result",
+                reason=f"late report {number}",
+                evidence_ref=None,
+                before={"state": task.state, "revision": str(task.revision)},
+                after={"state": task.state, "revision": str(task.revision)},
+                now=start.created_at + timedelta(milliseconds=number),
+            )
+            ids.append(record.id)
+    return ids

@@ -4,13 +4,15 @@ Reading (C6, RV3, I8):
 - UTF-8 only, no byte-order mark, no lone surrogates (they cannot be stored or re-encoded);
 - duplicate member names are refused at every depth;
 - ``NaN``/``Infinity`` and other non-JSON constants are refused;
-- numbers never pass through a float: integers stay ``int``, decimals become ``Decimal``;
+- numbers never pass through a float: integers stay ``int``, numbers with a fraction or an
+  exponent become ``Number``, a ``Decimal`` that also keeps its text as written;
 - for the top-level object, each member's raw text is kept as received, so that a ``result``
   can be stored and answered byte for byte.
 
 Writing: ``dumps`` renders dicts, lists, strings, numbers, booleans, ``None`` and ``RawJSON``
 (text that is already JSON, inserted verbatim), so that stored payloads and results travel back
-without being re-parsed.
+without being re-parsed. A ``Number`` is written as it was read ("1e2" stays "1e2", where
+``str(Decimal("1e2"))`` is "1E+2").
 
 ``canonical`` gives a text that is equal for two values exactly when they are the same JSON
 value (member order, whitespace and number spelling ignored; numbers compared by exact value),
@@ -61,6 +63,24 @@ def _refuse_constant(name: str) -> Any:
     raise JSONError(f"{name} is not a JSON number")
 
 
+class Number(Decimal):
+    """A JSON number with a fraction or an exponent: its exact value, and its text as read."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> "Number":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __reduce__(self) -> tuple[type["Number"], tuple[str]]:
+        return (Number, (self.text,))
+
+
 def _parse_int(text: str) -> int | Decimal:
     """Integers stay ``int``; one too long for Python's ``int()`` (over 4300 digits) is kept
     exactly as a ``Decimal`` with exponent 0, so that any JSON number is accepted."""
@@ -69,7 +89,7 @@ def _parse_int(text: str) -> int | Decimal:
 
 _decoder = json.JSONDecoder(
     object_pairs_hook=_refuse_duplicates,
-    parse_float=Decimal,
+    parse_float=Number,
     parse_int=_parse_int,
     parse_constant=_refuse_constant,
     strict=True,

@@ -42,7 +42,10 @@ from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
 PIN_SALT = "orbit.console.wizard.pin"
-EXACT_RESULT = '{"confirmed": true, "sequence": 9007199254740993, "ratio": 0.10}'
+EXACT_RESULT = (
+    '{"confirmed": true, "sequence": 9007199254740993, "ratio": 0.10, "hundred": 1e2, '
+    '"tiny": -1.5E-7}'
+)
 
 
 @pytest.fixture
@@ -231,9 +234,18 @@ def test_review_through_the_wizard_posts_exactly_the_body_shown_RV4_AU6(
         "evidence_ref": EVIDENCE,
         "execution_settled": True,
         "outcome": outcome,
-        "result": {"confirmed": True, "sequence": 9007199254740993, "ratio": Decimal("0.10")},
+        "result": {
+            "confirmed": True,
+            "sequence": 9007199254740993,
+            "ratio": Decimal("0.10"),
+            "hundred": 100,
+            "tiny": Decimal("-0.00000015"),
+        },
     }
-    assert '"sequence": 9007199254740993' in shown and '"ratio": 0.10' in shown
+    # Numbers as typed: exact, and spelled as written (not 1E+2).
+    for number in ('"sequence": 9007199254740993', '"ratio": 0.10', '"hundred": 1e2'):
+        assert number in shown
+    assert '"tiny": -1.5E-7' in shown
 
     # Without the explicit confirmation nothing is stored or sent.
     unconfirmed = wizard_post(operator, path, confirm.text, [], nav="submit")
@@ -289,7 +301,11 @@ def test_review_through_the_wizard_posts_exactly_the_body_shown_RV4_AU6(
     data = strictjson.loads(task.text)["data"]
     assert (data["state"], data["revision"]) == (outcome, "4")
     assert data["result"]["sequence"] == 9007199254740993
-    assert str(data["result"]["ratio"]) == "0.10"
+    assert [str(data["result"][name]) for name in ("ratio", "hundred", "tiny")] == [
+        "0.10",
+        "1e2",
+        "-1.5E-7",
+    ]
 
 
 def test_a_large_result_within_256_KiB_is_accepted_by_the_api_RV3_O5(

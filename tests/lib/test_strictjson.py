@@ -1,6 +1,7 @@
 """orbit_console.lib.strictjson: the one strict, exact JSON reader and writer (C6, RV3, O4, I8)."""
 
 import json
+import pickle
 import tracemalloc
 from decimal import Decimal
 
@@ -408,6 +409,20 @@ def test_dumps_keeps_numbers_exact_and_never_uses_float_I8() -> None:
         dumps({"a": 0.1})
     with pytest.raises(TypeError):
         dumps([float("nan")])
+
+
+def test_numbers_are_written_back_as_they_were_read_I8() -> None:
+    """Exact value and spelling: "1e2" is not turned into "1E+2", compact or pretty, nor by a
+    round trip through pickle."""
+    text = "[1e2,1E+2,-1.5e-7,0.10,-0.0,9007199254740993,1.0E400]"
+    value = loads(text)
+    assert dumps(value) == text
+    pretty = dumps(value, indent=2)
+    assert [line.strip().rstrip(",") for line in pretty.splitlines()[1:-1]] == text[1:-1].split(",")
+    round_trip = pickle.loads(pickle.dumps(value))  # noqa: S301 (our own value)
+    assert dumps(round_trip) == text
+    assert value[0] == value[1] == 100 and value[2] == Decimal("-0.00000015")
+    assert canonical(value[0]) == canonical(value[1])
 
 
 def test_dumps_writes_literals_and_sequences() -> None:

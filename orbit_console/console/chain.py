@@ -1,10 +1,10 @@
 """The hash chain of the console's append-only record (``ConsoleEvent``)."""
 
 import hashlib
-from collections.abc import Iterator
 
 from orbit_console.console.models import ChainHead, ConsoleEvent
 from orbit_console.lib import strictjson
+from orbit_console.lib.keyset import ascending
 from orbit_console.lib.rfc3339 import format_utc
 
 CONSOLE_CHAIN = "console"
@@ -41,21 +41,12 @@ def append(event: ConsoleEvent) -> ConsoleEvent:
     return event
 
 
-def _in_order(batch: int = 2000) -> Iterator[ConsoleEvent]:
-    """Every entry by ``seq``, read in keyset batches: ``.iterator()`` would stream on SQLite
-    but not on MySQL/MariaDB, whose driver holds the whole result set in memory."""
-    after = 0
-    while entries := list(ConsoleEvent.objects.filter(seq__gt=after).order_by("seq")[:batch]):
-        yield from entries
-        after = entries[-1].seq
-
-
 def verify() -> tuple[int, str | None]:
     """Walk the console's chain from its first entry to its head; return how many entries were
     checked and a description of the first break (``None`` when intact)."""
     checked = 0
     expected_seq, previous = 1, ""
-    for event in _in_order():
+    for event in ascending(ConsoleEvent.objects.all(), ("seq",)):
         checked += 1
         where = f"console record, entry {event.id} (seq {event.seq})"
         if event.seq != expected_seq:

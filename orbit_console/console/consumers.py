@@ -13,8 +13,7 @@ from django.utils import timezone, translation
 
 from orbit_console.console.models import Proposal
 from orbit_console.console.people import SUPERVISOR, load_person
-from orbit_console.console.proposals import APPROVALS_GROUP
-from orbit_console.console.views.approvals import namespace_of, visible_proposals
+from orbit_console.console.proposals import APPROVALS_GROUP, namespace_of, visible_proposals
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.timeline.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from orbit_console.timeline.render import cookies_of, language_of, zone_of_scope
@@ -51,18 +50,20 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         return self.user.groups.filter(name=SUPERVISOR).exists()
 
     @database_sync_to_async
-    def _proposal(self, proposal_id: str) -> Proposal | None:
-        """The proposal, if it is one this supervisor's queue shows (their namespace's)."""
+    def _push(self, proposal_id: str) -> tuple[bool, Proposal | None]:
+        """Whether the person is still a supervisor, and the proposal if it is one their queue
+        shows (their namespace's): one trip to the database thread per push."""
         person = load_person(self.user)
-        namespace_id = namespace_of(person) if person is not None else ""
-        proposals = visible_proposals(namespace_id).select_related("proposed_by")
-        return proposals.filter(id=proposal_id).first()
+        if person is None or not person.has_role(SUPERVISOR):
+            return False, None
+        proposals = visible_proposals(namespace_of(person)).select_related("proposed_by")
+        return True, proposals.filter(id=proposal_id).first()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
-        if not await self._is_supervisor():
+        still_supervisor, proposal = await self._push(message["proposal_id"])
+        if not still_supervisor:
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        proposal = await self._proposal(message["proposal_id"])
         if proposal is None:
             return
         with translation.override(self.language), timezone.override(self.zone):

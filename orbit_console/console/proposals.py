@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -22,7 +23,7 @@ from orbit_console.console.models import (
     ProposalState,
     Submission,
 )
-from orbit_console.console.people import SUPERVISOR
+from orbit_console.console.people import SUPERVISOR, Person
 from orbit_console.console.submissions import decision_slot, record_event, submission_create
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import publish_on_commit
@@ -33,6 +34,20 @@ APPROVALS_MESSAGE = "approvals.changed"
 
 class ProposalRefused(Exception):
     """The step is not allowed; the message says why, in words for the person."""
+
+
+def namespace_of(person: Person) -> str:
+    """The namespace of the person's credential, when the console knows it ("" otherwise)."""
+    return person.credential.namespace_id if person.credential is not None else ""
+
+
+def visible_proposals(namespace_id: str) -> QuerySet[Proposal]:
+    """Proposals a supervisor of ``namespace_id`` is shown: their namespace's, and those whose
+    namespace the console does not know. Every page and decision also asks the API."""
+    proposals = Proposal.objects.all()
+    if namespace_id:
+        proposals = proposals.filter(namespace_id__in=[namespace_id, ""])
+    return proposals
 
 
 def approval_required(action: str) -> bool:

@@ -57,6 +57,30 @@
     if (empty && items.length) { empty.remove(); }
   }
 
+  // HTML text as nodes, without running or loading anything (a template's content is inert).
+  function parse(html) {
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    return template.content;
+  }
+
+  // Fetch a fragment of the console as htmx would and hand it over with its response; when the
+  // fetch fails, the next reconnect tries again.
+  function fetchFragment(url, handle) {
+    fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
+      .then(function (response) {
+        if (!response.ok) { return; }
+        return response.text().then(function (html) { handle(html, response); });
+      })
+      .catch(function () { /* the next reconnect tries again */ });
+  }
+
+  function showNoProposals() {
+    var rows = document.getElementById("proposal-rows");
+    var none = document.getElementById("no-proposals");
+    if (rows && none) { none.hidden = rows.children.length > 0; }
+  }
+
   function showChanged() {
     var notice = document.getElementById("task-changed");
     if (notice) { notice.hidden = false; }
@@ -65,10 +89,8 @@
   function merge(html) {
     var entries = list();
     if (!entries) { return; }
-    var template = document.createElement("template");
-    template.innerHTML = html;
     var changed = false;
-    template.content.querySelectorAll("li[data-sort]").forEach(function (item) {
+    parse(html).querySelectorAll("li[data-sort]").forEach(function (item) {
       if (!document.getElementById(item.id)) {
         entries.appendChild(item);
         changed = changed || item.classList.contains("source-platform");
@@ -83,18 +105,12 @@
   function resyncRows(socketElement) {
     var url = socketElement.dataset.resyncRows;
     if (!url) { return; }
-    fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
-      .then(function (response) { return response.ok ? response.text() : ""; })
-      .then(function (html) {
-        var template = document.createElement("template");
-        template.innerHTML = "<table>" + html + "</table>";
-        var fresh = template.content.querySelector("#proposal-rows");
-        var rows = document.getElementById("proposal-rows");
-        if (fresh && rows) { rows.innerHTML = fresh.innerHTML; }
-        var none = document.getElementById("no-proposals");
-        if (rows && none) { none.hidden = rows.children.length > 0; }
-      })
-      .catch(function () { /* the next reconnect tries again */ });
+    fetchFragment(url, function (html) {
+      var fresh = parse("<table>" + html + "</table>").querySelector("#proposal-rows");
+      var rows = document.getElementById("proposal-rows");
+      if (fresh && rows) { rows.innerHTML = fresh.innerHTML; }
+      showNoProposals();
+    });
   }
 
   // The time of the newest platform entry on the page: the server sends what came after it.
@@ -113,12 +129,11 @@
   function startOver(html) {
     var entries = list();
     if (!entries) { return; }
-    var template = document.createElement("template");
-    template.innerHTML = html;
-    entries.replaceChildren.apply(entries, template.content.querySelectorAll("li[data-sort]"));
+    var fragment = parse(html);
+    entries.replaceChildren.apply(entries, fragment.querySelectorAll("li[data-sort]"));
     var older = document.getElementById("timeline-older");
     if (older) { older.remove(); }
-    var fresh = template.content.getElementById("timeline-older");
+    var fresh = fragment.getElementById("timeline-older");
     if (fresh) {
       entries.after(fresh);
       if (window.htmx) { window.htmx.process(fresh); }
@@ -132,13 +147,9 @@
     if (!url) { return; }
     var since = newestPlatformTime();
     if (since) { url += (url.indexOf("?") === -1 ? "?" : "&") + "since=" + encodeURIComponent(since); }
-    fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
-      .then(function (response) {
-        if (!response.ok) { return; }
-        var reset = response.headers.get("Orbit-Timeline") === "reset";
-        return response.text().then(function (html) { (reset ? startOver : merge)(html); });
-      })
-      .catch(function () { /* the next reconnect tries again */ });
+    fetchFragment(url, function (html, response) {
+      (response.headers.get("Orbit-Timeline") === "reset" ? startOver : merge)(html);
+    });
   }
 
   function setLive(socketElement, state) {
@@ -148,17 +159,13 @@
 
   // A pushed item already on the page is a duplicate (the same id): drop the message.
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
-    var template = document.createElement("template");
-    template.innerHTML = event.detail.message;
-    var item = template.content.querySelector("[data-live-item][id]");
+    var item = parse(event.detail.message).querySelector("[data-live-item][id]");
     if (item && document.getElementById(item.id)) { event.preventDefault(); }
   });
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     sortEntries();
     if (String(event.detail.message).indexOf("source-platform") !== -1) { showChanged(); }
-    var rows = document.getElementById("proposal-rows");
-    var none = document.getElementById("no-proposals");
-    if (rows && none) { none.hidden = rows.children.length > 0; }
+    showNoProposals();
   });
   document.addEventListener("htmx:wsOpen", function (event) {
     setLive(event.target, "live");

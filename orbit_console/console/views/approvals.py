@@ -3,7 +3,6 @@
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -14,9 +13,11 @@ from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, 
 from orbit_console.console.people import SUPERVISOR, Person
 from orbit_console.console.proposals import (
     ProposalRefused,
+    namespace_of,
     proposal_approve,
     proposal_reject,
     proposal_withdraw,
+    visible_proposals,
 )
 from orbit_console.console.submissions import submission_send
 from orbit_console.console.views.common import (
@@ -40,20 +41,6 @@ async def approvals_queue(request: HttpRequest) -> HttpResponse:
     context = {"pending": pending, "recent": recent}
     template = "console/approvals.html#rows" if request.htmx else "console/approvals.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)
-
-
-def namespace_of(person: Person) -> str:
-    """The namespace of the person's credential, when the console knows it ("" otherwise)."""
-    return person.credential.namespace_id if person.credential is not None else ""
-
-
-def visible_proposals(namespace_id: str) -> QuerySet[Proposal]:
-    """Proposals a supervisor of ``namespace_id`` is shown: their namespace's, and those whose
-    namespace the console does not know. Every page and decision also asks the API."""
-    proposals = Proposal.objects.all()
-    if namespace_id:
-        proposals = proposals.filter(namespace_id__in=[namespace_id, ""])
-    return proposals
 
 
 def _queue(namespace_id: str) -> tuple[list[Proposal], list[Proposal]]:

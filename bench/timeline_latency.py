@@ -720,6 +720,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pause", type=float, default=0.2, help="seconds between events")
     parser.add_argument("--label", default="", help="suffix of the JSON file's name")
     args = parser.parse_args(argv)
+    if args.gc_freeze and args.no_probe:
+        parser.error("--gc-freeze is made by the probe: it cannot go with --no-probe")
     args.counts = [int(part) for part in args.viewers.split(",") if part.strip()]
     if not args.counts or min(args.counts) < 1 or args.events < 1:
         parser.error("--viewers needs positive counts and --events at least 1")

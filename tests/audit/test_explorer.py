@@ -494,7 +494,8 @@ def test_each_export_is_recorded_with_its_filter_and_time(
     try:
         started = timezone.now()
         assert auditor.get("/audit/export.csv", params=params).status_code == 200
-        assert auditor.get("/audit/export.jsonl", params={"task_id": world["tasks"]["failed"]})
+        jsonl = auditor.get("/audit/export.jsonl", params={"task_id": world["tasks"]["failed"]})
+        assert jsonl.status_code == 200
         finished = timezone.now()
     finally:
         auditor.http.cookies.delete("orbit_tz")

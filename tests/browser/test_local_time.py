@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.browser.conftest import open_task, sign_in
+from tests.browser.conftest import BrowserWatch, open_task, sign_in
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
@@ -13,6 +13,7 @@ from tests.support.servers import DaphneServer
 @pytest.mark.browser
 def test_times_follow_the_browsers_time_zone_with_utc_on_hover(
     browser: Browser,
+    browser_watch: BrowserWatch,
     orbit_server: DaphneServer,
     world: dict[str, Any],
     people: dict[str, TestPerson],
@@ -20,6 +21,7 @@ def test_times_follow_the_browsers_time_zone_with_utc_on_hover(
     context = browser.new_context(timezone_id="Asia/Shanghai", locale="zh-CN")
     try:
         page = context.new_page()
+        browser_watch.attach(page)  # CSP violations and script errors fail the test here too
         sign_in(page, orbit_server, people["operator"])
         open_task(page, orbit_server, world["tasks"]["needs_review"])
 

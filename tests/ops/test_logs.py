@@ -197,9 +197,10 @@ def test_logs_hold_no_token_business_key_result_cookie_or_password_E2(logged: Ru
 
 
 def test_every_json_looking_line_is_json(logged: Run) -> None:
-    for line in logged.log.splitlines():
-        if line.startswith("{"):
-            json.loads(line)
+    json_lines = [line for line in logged.log.splitlines() if line.startswith("{")]
+    assert json_lines, "the server logged no JSON line"
+    for line in json_lines:
+        assert isinstance(json.loads(line), dict), line
 
 
 def test_access_lines_carry_request_ids_and_paths_without_queries(logged: Run) -> None:

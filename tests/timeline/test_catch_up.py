@@ -106,6 +106,7 @@ def test_without_a_since_a_short_timeline_is_sent_whole(
 ) -> None:
     task_id = world["tasks"]["needs_review"]
     known = list(OperationAudit.objects.filter(task_id=task_id).values_list("id", flat=True))
+    assert known
 
     response = catch_up(auditor, task_id, None)
 

@@ -24,8 +24,14 @@ def test_entries_within_one_second_are_ordered_by_their_fractions() -> None:
     ordered = merged([half, next_second, whole, later])
 
     assert [item.key for item in ordered] == ["op-d", "op-c", "op-b", "op-a"]
-    keys = [item.sort_key for item in ordered]
-    assert keys == sorted(keys, reverse=True)
+    # The page's script sorts these texts: as text, they must be in the same order.
+    keys = [item.sort_key for item in (whole, half, later, next_second)]
+    assert keys == sorted(keys)
+    assert keys[:3] == [
+        "2026-11-30T08:00:00.000000Z|op-a",
+        "2026-11-30T08:00:00.500000Z|op-b",
+        "2026-11-30T08:00:00.550000Z|op-c",
+    ]
 
 
 def test_sort_key_is_in_utc_whatever_the_time_zone_of_the_time() -> None:

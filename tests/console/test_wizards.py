@@ -214,7 +214,7 @@ def test_back_keeps_what_was_typed(operator: Console, world: dict[str, Any]) -> 
 
 
 @pytest.mark.parametrize("outcome", ["FAILED", "SUCCEEDED"])
-def test_review_through_the_wizard_posts_exactly_the_body_shown_RV4_AU6(
+def test_review_through_the_wizard_posts_exactly_the_body_shown_RV4_AU6_I2(
     operator: Console,
     api: httpx.Client,
     world: dict[str, Any],
@@ -260,6 +260,8 @@ def test_review_through_the_wizard_posts_exactly_the_body_shown_RV4_AU6(
     assert page.status_code == 200
     audit_id = text_of(element(page.text, r'<dd class="mono" id="receipt-audit-id">.*?</dd>'))
     assert "Applied" in text_of(page.text)
+    # I2: the receipt page says what a receipt means.
+    assert "A receipt means it was stored, not that any later work is done." in text_of(page.text)
     assert text_of(element(page.text, r'<dd id="receipt-deduplicated">.*?</dd>')).startswith("no")
 
     # The stored request is the body shown, and it is what the API received.

@@ -523,7 +523,7 @@ def test_retry_replay_with_a_different_body_is_an_idempotency_conflict_RT4(
 # --- RT5: what the successor copies -----------------------------------------------------------
 
 
-def test_retry_successor_copies_the_source_and_leaves_it_unchanged_RT5(
+def test_retry_successor_copies_the_source_and_leaves_it_unchanged_RT5_I2(
     api: httpx.Client, world: dict[str, Any], live_db: None
 ) -> None:
     payload = '{"object_ref": "objects/in", "amount": 0.10, "n": 9007199254740993, "s": "é"}'
@@ -550,6 +550,7 @@ def test_retry_successor_copies_the_source_and_leaves_it_unchanged_RT5(
     child = _exact(response.text)["data"]["task"]
     assert child["id"] != source.id and len(child["id"]) == 32
     assert child["retry_of"] == source.id
+    # I2: the receipt means the successor is stored, not that it ran.
     assert child["revision"] == "1"
     assert child["attempt_count"] == 0
     assert child["state"] == "WAITING"

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from orbit_console.console.models import Submission
 from tests.console.web import (
     Console,
     csrf_token_of,
@@ -138,6 +139,12 @@ def messages_of(html: str) -> str:
 def history_of(html: str) -> str:
     """The text of a proposal page's history."""
     return text_of(element(html, r'<ol class="timeline" id="proposal-history">.*?</ol>'))
+
+
+def assert_nothing_sent(api: httpx.Client, world: dict[str, Any], task_id: str) -> None:
+    """No submission was stored for the task and the platform recorded no review of it."""
+    assert not Submission.objects.filter(task_id=task_id).exists()
+    assert task_records(api, world, task_id) == []
 
 
 def task_records(

@@ -8,15 +8,11 @@ policy switched off uses ``orbit_server``, whose policy is off.
 """
 
 import json
-import os
-import subprocess
-import sys
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from orbit_console.console.models import (
@@ -32,6 +28,8 @@ from orbit_console.console.proposals import (
     proposal_create,
 )
 from tests.approvals.conftest import (
+    APPROVALS_ON,
+    assert_nothing_sent,
     decide,
     history_of,
     messages_of,
@@ -52,8 +50,7 @@ from tests.console.web import (
 )
 from tests.support.orbit import get_task, review, review_body
 from tests.support.people import TestPerson
-from tests.support.servers import DaphneServer
-from tests.support.servers import test_database_url as database_url
+from tests.support.servers import DaphneServer, child_env, run_manage
 
 FROZEN_FIELDS = ("action", "task_id", "expected_revision", "idempotency_key", "body", "created_at")
 
@@ -141,8 +138,7 @@ def test_an_operators_completed_wizard_becomes_a_proposal_not_a_submission(
     assert kinds(proposal_id) == [("proposal.proposed", crew["operator"].username)]
 
     # Nothing was sent: no submission, no platform audit record, the task has not moved.
-    assert not Submission.objects.filter(task_id=task_id).exists()
-    assert task_records(approvals_api, world, task_id) == []
+    assert_nothing_sent(approvals_api, world, task_id)
     assert task_state(approvals_api, world, task_id) == ("NEEDS_REVIEW", "3")
 
     page = operator.get(f"/proposals/{proposal_id}")
@@ -287,8 +283,7 @@ def test_an_operator_cannot_approve_their_own_proposal_by_a_crafted_post(
     assert decide(consoles["operator"], proposal_id, "approve").status_code == 403
     assert Proposal.objects.get(id=proposal_id).state == "pending"
     assert not Approval.objects.filter(proposal_id=proposal_id).exists()
-    assert not Submission.objects.filter(task_id=task_id).exists()
-    assert task_records(approvals_api, world, task_id) == []
+    assert_nothing_sent(approvals_api, world, task_id)
 
 
 def test_a_supervisors_own_proposal_needs_another_supervisor(
@@ -311,8 +306,7 @@ def test_a_supervisors_own_proposal_needs_another_supervisor(
     assert "Nobody approves their own proposal." in messages_of(refused.text)
     assert Proposal.objects.get(id=proposal_id).state == "pending"
     assert not Approval.objects.filter(proposal_id=proposal_id).exists()
-    assert not Submission.objects.filter(task_id=task_id).exists()
-    assert task_records(approvals_api, world, task_id) == []
+    assert_nothing_sent(approvals_api, world, task_id)
 
     # The service refuses it too, whatever view calls it.
     with pytest.raises(ProposalRefused):
@@ -388,8 +382,7 @@ def test_reject_requires_a_reason_and_records_it(
     assert "Rejected by a supervisor" in text
     assert reason in history_of(page.text)
     assert "Withdraw my proposal" not in text
-    assert not Submission.objects.filter(task_id=task_id).exists()
-    assert task_records(approvals_api, world, task_id) == []
+    assert_nothing_sent(approvals_api, world, task_id)
 
     # Decided is decided: a later approval is refused and says by whom.
     answer = decide(consoles["supervisor_2"], proposal_id, "approve")
@@ -436,29 +429,13 @@ def test_only_the_proposer_can_withdraw_before_it_is_decided(
         consoles["supervisor"].get(answer.headers["location"]).text
     )
     assert Proposal.objects.get(id=proposal_id).state == "withdrawn"
-    assert not Submission.objects.filter(task_id=task_id).exists()
-    assert task_records(approvals_api, world, task_id) == []
+    assert_nothing_sent(approvals_api, world, task_id)
 
 
 def run_reconciler(server: DaphneServer) -> None:
     """One pass of ``manage.py reconcile`` in its own process, on the test database."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "ORBIT_EMBEDDED_API_URL": server.url,
-        "CONSOLE_REVIEW_APPROVAL": "required",
-        "CONSOLE_RETRY_APPROVAL": "required",
-    }
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    done = subprocess.run(
-        [sys.executable, "manage.py", "reconcile", "--once"],
-        cwd=settings.BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    env = child_env(ORBIT_EMBEDDED_API_URL=server.url, **APPROVALS_ON)
+    done = run_manage("reconcile", "--once", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
 
 
@@ -493,8 +470,7 @@ def test_an_unapproved_proposal_expires_and_cannot_be_approved_afterwards(
     assert told == "This proposal was already decided: Expired without being sent."
     assert Proposal.objects.get(id=proposal_id).state == "expired"
     assert not Approval.objects.filter(proposal_id=proposal_id).exists()
-    assert not Submission.objects.filter(task_id=task_id).exists()
-    assert task_records(approvals_api, world, task_id) == []
+    assert_nothing_sent(approvals_api, world, task_id)
 
 
 def test_an_overdue_proposal_is_expired_by_an_approval_attempt_before_the_reconciler_runs(
@@ -510,8 +486,7 @@ def test_an_overdue_proposal_is_expired_by_an_approval_attempt_before_the_reconc
     assert told == "This proposal was already decided: Expired without being sent."
     assert Proposal.objects.get(id=proposal_id).state == "expired"
     assert kinds(proposal_id)[-1] == ("proposal.expired", "")
-    assert not Submission.objects.filter(task_id=task_id).exists()
-    assert task_records(approvals_api, world, task_id) == []
+    assert_nothing_sent(approvals_api, world, task_id)
 
 
 # --- Stale proposals ----------------------------------------------------------------------------
@@ -647,8 +622,7 @@ def test_two_approvals_are_needed_from_two_different_supervisors(
         assert "1 / 2" in text_of(page.text)
         assert "Approve and send" not in text_of(page.text)  # already approved by this person
         assert Proposal.objects.get(id=proposal_id).state == "pending"
-        assert not Submission.objects.filter(task_id=task_id).exists()
-        assert task_records(api, world, task_id) == []
+        assert_nothing_sent(api, world, task_id)
 
         # The same supervisor approving again does not count twice.
         answer = decide(first, proposal_id, "approve")

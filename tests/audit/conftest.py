@@ -6,21 +6,18 @@ change an audit row (to prove that ``audit verify`` notices) lifts them for that
 and creates them again in a ``finally`` block, whatever happened in between.
 """
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from orbit_console.lib.appendonly import create_statements, drop_statements
 from tests.console.web import Console, signed_in
 from tests.support.people import TestPerson
-from tests.support.servers import DaphneServer, test_database_url
+from tests.support.servers import DaphneServer, run_manage
 
 AUDIT_TABLE = "ledger_operationaudit"
 CONSOLE_TABLE = "console_consoleevent"
@@ -85,17 +82,7 @@ def inserts_refused(table: str) -> Iterator[None]:
 
 def audit_verify() -> subprocess.CompletedProcess[str]:
     """``manage.py audit verify`` in its own process, on the test database."""
-    env = {**os.environ, "DATABASE_URL": test_database_url()}
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    return subprocess.run(
-        [sys.executable, "manage.py", "audit", "verify"],
-        cwd=settings.BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_manage("audit", "verify", timeout=600)
 
 
 def verify_output(done: subprocess.CompletedProcess[str]) -> str:

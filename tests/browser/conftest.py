@@ -89,10 +89,12 @@ def review_to_confirm(
     result: str = '{"confirmed": true, "sequence": 9007199254740993}',
     reason: str = "Checked the object store: the write never happened",
     evidence_ref: str = "evidence:reconciliation-001",
+    link: str = "Review this task",
 ) -> None:
-    """Walk the review wizard from the task page to its confirm step (verify → decide)."""
+    """Walk the review wizard from the task page to its confirm step (verify → decide); an
+    operator who must propose follows the link "Propose a review"."""
     open_task(page, server, task_id)
-    page.get_by_role("link", name="Review this task").click()
+    page.get_by_role("link", name=link).click()
     expect(page.locator("ol.steps [aria-current=step]")).to_have_text("Verify")
     tick_all_checks(page)
     next_step(page)

@@ -18,19 +18,15 @@ from orbit_console.console.models import OrbitCredential, Proposal
 from tests.approvals.conftest import REQUIRED_ROLE_PERMISSIONS, required_policy, start_server
 from tests.browser.conftest import (
     BrowserWatch,
-    next_step,
-    open_task,
+    review_to_confirm,
     sign_in,
     submit_decision,
     task_operations,
-    tick_all_checks,
 )
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
 pytestmark = pytest.mark.browser
-
-CURRENT_STEP = "ol.steps [aria-current=step]"
 
 
 @pytest.fixture(scope="module")
@@ -90,18 +86,7 @@ def step(page: Page, label: str) -> Locator:
 
 def propose_review_in_browser(page: Page, server: DaphneServer, task_id: str) -> str:
     """Walk the review wizard as an operator who must propose; the proposal's id."""
-    open_task(page, server, task_id)
-    page.get_by_role("link", name="Propose a review").click()
-    expect(page.locator(CURRENT_STEP)).to_have_text("Verify")
-    tick_all_checks(page)
-    next_step(page)
-    expect(page.locator(CURRENT_STEP)).to_have_text("Decide")
-    page.locator("input[name=outcome][value=FAILED]").check()
-    page.fill("#id_result", '{"confirmed": true}')
-    page.fill("#id_reason", "Checked the object store: the write never happened")
-    page.fill("#id_evidence_ref", "evidence:reconciliation-001")
-    next_step(page)
-    expect(page.locator(CURRENT_STEP)).to_have_text("Confirm")
+    review_to_confirm(page, server, task_id, result='{"confirmed": true}', link="Propose a review")
     expect(page.locator("button[name=nav][value=submit]")).to_have_text("Propose the review")
     submit_decision(page, "execution_settled")
     expect(page.locator("#proposal-state")).to_contain_text("Waiting for approval")

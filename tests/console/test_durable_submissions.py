@@ -3,16 +3,12 @@ proxy that loses things on purpose: the request unsent, or the API's answer lost
 committed. Each ends, by a person's resend or by the reconciler, in exactly one platform audit
 record and the original receipt; the stored request never changes."""
 
-import os
 import re
-import subprocess
-import sys
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from orbit_console.console.models import ConsoleEvent, Submission
@@ -99,17 +95,8 @@ def receipt(html: str) -> tuple[str, str]:
 
 def run_reconciler(api_url: str) -> str:
     """``manage.py reconcile --once`` as the service runs it: its own process, same database."""
-    database = servers.test_database_url()
-    env = {**os.environ, "DATABASE_URL": database, "ORBIT_EMBEDDED_API_URL": api_url}
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    done = subprocess.run(
-        [sys.executable, "manage.py", "reconcile", "--once"],
-        cwd=settings.BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = servers.run_manage(
+        "reconcile", "--once", env=servers.child_env(ORBIT_EMBEDDED_API_URL=api_url)
     )
     assert done.returncode == 0, done.stderr
     return done.stderr

@@ -4,17 +4,14 @@ shape is a contract with the console demo, the tests and acceptance checks) and
 
 import hashlib
 import json
-import os
 import re
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings
 
 from orbit_console.ledger.models import Credential, Permission, Queue, Task
 from orbit_console.lib.ids import is_id
@@ -58,17 +55,7 @@ TOKEN_LINE = re.compile(r"orb_[A-Za-z0-9_-]{20,}\n")
 
 def run_orbit(*args: str) -> subprocess.CompletedProcess[str]:
     """``python manage.py orbit ...`` in a child process, on the database of this test run."""
-    env = {**os.environ, "DATABASE_URL": servers.test_database_url()}
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    return subprocess.run(
-        [sys.executable, "manage.py", "orbit", *args],
-        cwd=settings.BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return servers.run_manage("orbit", *args, timeout=120)
 
 
 def run_seed() -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:

@@ -6,7 +6,6 @@ locked dependencies."""
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,15 +125,7 @@ def production_env(**overrides: str | None) -> dict[str, str]:
 
 
 def deploy_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return servers.run_manage("check", "--deploy", "--fail-level", "WARNING", env=env)
 
 
 def test_check_deploy_is_clean_with_the_production_environment() -> None:
@@ -178,15 +169,7 @@ def test_production_settings_ask_for_what_check_deploy_checks() -> None:
         " s.SECURE_SSL_REDIRECT, s.SECURE_PROXY_SSL_HEADER, s.SECURE_HSTS_SECONDS > 0,"
         " s.STORAGES['staticfiles']['BACKEND'].rsplit('.', 1)[1])"
     )
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "--no-imports", "-c", script],
-        cwd=BASE_DIR,
-        env=production_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = servers.run_manage("shell", "--no-imports", "-c", script, env=production_env())
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == (
         "False True True True True ('HTTP_X_FORWARDED_PROTO', 'https') True "

@@ -38,6 +38,29 @@ def test_database_url() -> str:
     return f"mysql://{user}{password}@{host}{port}/{db['NAME']}"
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child process of the test run: this one's, on the test database,
+    without the permission to run sync database code in async contexts that tests need."""
+    env = {**os.environ, "DATABASE_URL": test_database_url(), **extra}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    return env
+
+
+def run_manage(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python manage.py ARGS`` in a child process, by default with ``child_env()``."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=settings.BASE_DIR,
+        env=child_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 class DaphneServer:
     def __init__(self, name: str, *, env: dict[str, str] | None = None) -> None:
         self.name = name
@@ -50,13 +73,7 @@ class DaphneServer:
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}.log"
 
     def start(self) -> "DaphneServer":
-        env = {
-            **os.environ,
-            "DATABASE_URL": test_database_url(),
-            "ORBIT_EMBEDDED_API_URL": self.url,
-            **self.extra_env,
-        }
-        env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        env = child_env(**{"ORBIT_EMBEDDED_API_URL": self.url, **self.extra_env})
         log = self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [

@@ -17,7 +17,6 @@ import pytest
 from orbit_console.console.models import Submission
 from tests.console.web import (
     Console,
-    csrf_token_of,
     element,
     pre_text,
     review_values,
@@ -125,7 +124,7 @@ def propose_review(console: Console, task_id: str, **decide: str) -> tuple[str, 
 def decide(console: Console, proposal_id: str, verb: str, **fields: str) -> httpx.Response:
     """POST ``/proposals/<id>/<verb>`` with the session's CSRF token, as a crafted request would:
     whether the page offered the button or not."""
-    token = csrf_token_of(console.get("/").text)
+    token = console.csrf_token()
     data = [("csrfmiddlewaretoken", token), *fields.items()]
     return console.post(f"/proposals/{proposal_id}/{verb}", data)
 

@@ -17,7 +17,7 @@ import pytest
 from orbit_console.console.models import Approval, OrbitCredential, Proposal, Submission
 from orbit_console.console.proposals import proposal_create
 from tests.approvals.conftest import messages_of, task_records
-from tests.console.web import Console, csrf_token_of, park_task, signed_in
+from tests.console.web import Console, park_task, signed_in
 from tests.support.orbit import review_body
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
@@ -27,7 +27,7 @@ ROUNDS = 3
 
 def race_approvals(consoles: list[Console], proposal_id: str) -> list[httpx.Response]:
     """Every console posts its approval of ``proposal_id`` at the same moment."""
-    tokens = [csrf_token_of(console.get("/").text) for console in consoles]
+    tokens = [console.csrf_token() for console in consoles]
     barrier = threading.Barrier(len(consoles))
     answers: list[httpx.Response | BaseException | None] = [None] * len(consoles)
 

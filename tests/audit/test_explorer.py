@@ -35,7 +35,6 @@ from orbit_console.console.views.wizards import Pin
 from orbit_console.ledger.models import Task
 from tests.console.web import (
     Console,
-    csrf_token_of,
     element,
     forms_of,
     review_through_console,
@@ -640,7 +639,7 @@ def test_auditors_are_read_only_even_with_crafted_requests(
     api: httpx.Client,
 ) -> None:
     person = crew["auditor"]
-    token = csrf_token_of(auditor.get("/").text)
+    token = auditor.csrf_token()
     review_task, retry_task = world["tasks"]["needs_review"], world["tasks"]["failed"]
     events = ConsoleEvent.objects.count()
 

@@ -7,17 +7,26 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import override_settings
+from django.utils import timezone
+from prometheus_client import REGISTRY
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
-from orbit_console.console.models import Submission
+from orbit_console.console.metrics import SubmissionCollector
+from orbit_console.console.models import Submission, SubmissionState
+from orbit_console.console.submissions import submission_create
+from orbit_console.lib.ids import new_id
+from orbit_console.lib.live import publish, task_group
 from tests.console.web import (
     Console,
     retry_values,
@@ -30,7 +39,7 @@ from tests.console.web import (
 from tests.ops.helpers import scrape, self_proxied_server, value, values
 from tests.support.people import TestPerson
 from tests.support.proxy import FaultyProxy
-from tests.support.servers import DaphneServer
+from tests.support.servers import DaphneServer, free_port
 
 METRICS_TOKEN = secrets.token_urlsafe(24)
 EVENTUALLY_SECONDS = 30  # two cores and other suites at once; never a timing assertion
@@ -139,6 +148,7 @@ def test_metrics_expose_every_series_after_a_review_a_retry_and_an_unknown_outco
         "succeeded",
         "rejected",
     }
+    # Exported (``value`` asserts the series is there); their values are tested below.
     assert value(samples, "orbit_reconciler_backlog") >= 0
     assert value(samples, "orbit_reconciler_lag_seconds") >= 0
     assert value(samples, "orbit_channel_layer_publish_failures_total") >= 0
@@ -215,3 +225,61 @@ def test_metrics_do_not_exist_where_no_token_is_configured(orbit_server: DaphneS
 def test_the_reverse_proxy_never_routes_metrics() -> None:
     conf = (Path(settings.BASE_DIR) / "deploy" / "nginx.conf").read_text()
     assert re.search(r"location\s*=\s*/metrics\s*\{\s*return\s+404;\s*\}", conf)
+
+
+# --- Series computed without a server -------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_reconciler_backlog_and_lag_count_open_submissions_whose_resend_is_due() -> None:
+    """Read from the database at scrape time: an unknown outcome due 30 s ago is the backlog
+    and sets the lag; one due in an hour and a settled one do not count."""
+    person = User.objects.create(username="metrics-operator")
+    now = timezone.now()
+    created = {
+        name: submission_create(
+            action="review",
+            task_id=new_id(),
+            expected_revision="3",
+            body='{"stored": true}',
+            created_by=person,
+        ).submission
+        for name in ("due", "later", "settled")
+    }
+    for name, state, next_attempt_at in (
+        ("due", SubmissionState.UNKNOWN, now - timedelta(seconds=30)),
+        ("later", SubmissionState.UNKNOWN, now + timedelta(hours=1)),
+        ("settled", SubmissionState.SUCCEEDED, now - timedelta(hours=1)),
+    ):
+        Submission.objects.filter(id=created[name].id).update(
+            state=state, next_attempt_at=next_attempt_at
+        )
+
+    gauges = {family.name: family.samples for family in SubmissionCollector().collect()}
+
+    assert [sample.value for sample in gauges["orbit_reconciler_backlog"]] == [1]
+    [lag] = gauges["orbit_reconciler_lag_seconds"]
+    assert 30 <= lag.value < 90
+    by_state = {s.labels["state"]: s.value for s in gauges["orbit_submissions"]}
+    assert (by_state["unknown"], by_state["succeeded"], by_state["pending"]) == (2, 1, 0)
+
+
+def test_a_publish_the_channel_layer_refuses_is_counted_and_not_raised() -> None:
+    """A real Redis client against a port nobody listens on: the write that publishes goes on,
+    and the failure shows in ``orbit_channel_layer_publish_failures_total``."""
+    unreachable = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [f"redis://127.0.0.1:{free_port()}/0"]},
+        }
+    }
+    before = publish_failures()
+    with override_settings(CHANNEL_LAYERS=unreachable):
+        assert publish(task_group(new_id()), {"type": "console.event", "event": {}}) is False
+    assert publish_failures() == before + 1
+
+
+def publish_failures() -> float:
+    counted = REGISTRY.get_sample_value("orbit_channel_layer_publish_failures_total")
+    assert counted is not None
+    return counted

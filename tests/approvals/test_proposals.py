@@ -33,6 +33,7 @@ from tests.approvals.conftest import (
     decide,
     history_of,
     messages_of,
+    proposal_id_of,
     propose_review,
     task_records,
 )
@@ -113,10 +114,7 @@ def test_an_operators_completed_wizard_becomes_a_proposal_not_a_submission(
     assert "once a supervisor other than you approves it" in text_of(confirm.text)
     assert "Propose the review" in text_of(confirm.text)
     shown = pre_text(confirm.text, r'<pre id="request-body">.*?</pre>')
-    answer = wizard_submit(operator, task_id, "review", confirm.text)
-    assert answer.status_code == 303
-    assert answer.headers["location"].startswith("/proposals/")
-    proposal_id = answer.headers["location"].rsplit("/", 1)[1]
+    proposal_id = proposal_id_of(wizard_submit(operator, task_id, "review", confirm.text))
 
     # The proposal holds the request exactly as it would have been sent (C9).
     proposal = Proposal.objects.get(id=proposal_id)

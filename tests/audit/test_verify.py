@@ -162,13 +162,14 @@ def test_edited_console_event_is_found_at_that_exact_entry(
 
 
 def test_edited_console_event_actor_is_found(intact: None, submission: Submission) -> None:
-    """Every field is covered by the hash, not only the note: here the person is erased."""
+    """Every field is covered by the hash, not only the note: here an entry the console made
+    itself is attributed to a person."""
     target = more_events(submission, 1)[0]
     rows = ConsoleEvent.objects.filter(id=target.id)
     original_actor = rows.values_list("actor_id", flat=True).get()
     with append_only_lifted(CONSOLE_TABLE):
         try:
-            rows.update(actor=submission.created_by)
+            assert rows.update(actor=submission.created_by) == 1
             done = audit_verify()
         finally:
             rows.update(actor_id=original_actor)

@@ -179,7 +179,7 @@ def test_open_websockets_gauge_follows_a_timeline_socket(
 def test_a_refused_socket_is_not_counted(
     metered: tuple[DaphneServer, FaultyProxy], world: dict[str, Any]
 ) -> None:
-    """A socket the consumer closes before accepting (no session) never moves the gauge."""
+    """A socket the consumer closes before accepting (no session) leaves no count behind."""
     server, _proxy = metered
     url = f"{server.url.replace('http://', 'ws://', 1)}/ws/tasks/{world['tasks']['succeeded']}"
     with pytest.raises(InvalidStatus) as refused:

@@ -11,6 +11,7 @@ import pytest
 
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.timeline.builder import CATCH_UP_PAGES, PAGE_SIZE
+from orbit_console.timeline.entries import Entry
 from tests.console.web import Console, signed_in
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
@@ -27,7 +28,8 @@ def newest_platform_time(task_id: str) -> str:
     """The ``since`` the page's script sends: the time part of its newest entry's sort key."""
     newest = OperationAudit.objects.filter(task_id=task_id).order_by("-created_at").first()
     assert newest is not None
-    return f"{newest.created_at:%Y-%m-%dT%H:%M:%S.%f}Z"
+    entry = Entry(key="", source="platform", kind="", created_at=newest.created_at, actor="")
+    return entry.sort_key.split("|")[0]
 
 
 def catch_up(auditor: Console, task_id: str, since: str | None) -> Any:

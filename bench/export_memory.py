@@ -125,20 +125,19 @@ class People:
 
 
 def make_people(namespace_id: str) -> People:
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
     from django.db import transaction
 
-    from orbit_console.console.credentials import mint_embedded
+    from orbit_console.console.credentials import person_enroll, person_roles_set
     from orbit_console.console.models import Submission
     from orbit_console.lib.ids import new_id
 
     password = secrets.token_urlsafe(12)
     with transaction.atomic():
         auditor = User.objects.create_user(username="bench-auditor", password=password)
-        auditor.groups.set([Group.objects.get_or_create(name="auditor")[0]])
-        mint_embedded(user=auditor, roles=frozenset({"auditor"}), namespace_id=namespace_id)
+        person_enroll(user=auditor, roles=frozenset({"auditor"}), namespace_id=namespace_id)
         operator = User.objects.create_user(username="bench-operator", password=password)
-        operator.groups.set([Group.objects.get_or_create(name="operator")[0]])
+        person_roles_set(user=operator, roles=frozenset({"operator"}))
         now = datetime.now(UTC)
         submissions = [
             Submission(

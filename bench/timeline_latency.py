@@ -196,10 +196,10 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
     """Seed a namespace, then add the auditors and the tasks to review, in this process."""
     seeded = json.loads(manage(database_url, "orbit", "seed"))
     setup_django(database_url)
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
     from django.db import connections, transaction
 
-    from orbit_console.console.credentials import mint_embedded
+    from orbit_console.console.credentials import person_enroll
     from orbit_console.ledger.lifecycle import (
         RetryPolicy,
         actor_id_for,
@@ -212,12 +212,10 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
     namespace_id = seeded["namespace_id"]
     accounts: list[tuple[str, str]] = []
     with transaction.atomic():
-        auditor = Group.objects.get_or_create(name="auditor")[0]
         for index in range(people):
             username, password = f"bench-auditor-{index}", secrets.token_urlsafe(12)
             user = User.objects.create_user(username=username, password=password)
-            user.groups.set([auditor])
-            mint_embedded(user=user, roles=frozenset({"auditor"}), namespace_id=namespace_id)
+            person_enroll(user=user, roles=frozenset({"auditor"}), namespace_id=namespace_id)
             accounts.append((username, password))
 
         queue = Queue.objects.get(id=seeded["queue_id"])

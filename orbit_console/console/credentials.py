@@ -1,15 +1,29 @@
-"""Giving people their Orbit credentials (``manage.py console user``, ``manage.py demo``).
+"""Giving people their roles and Orbit credentials (``manage.py console user``, ``manage.py
+demo``, and the tests' and benchmarks' people).
 
 With the embedded recovery API the console mints a credential in the ledger with the permissions
 of the person's roles, acting as an administrator of the embedded ledger would. With an external
 Orbit, the token issued there is stored instead. Either way the token is encrypted at rest.
 """
 
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
+from django.db import transaction
 
 from orbit_console.console.models import OrbitCredential
 from orbit_console.console.people import role_permissions
 from orbit_console.lib.secretbox import seal, unseal
+
+
+def person_roles_set(*, user: User, roles: frozenset[str]) -> None:
+    """Give ``user`` exactly ``roles``: the groups ``operator``, ``supervisor``, ``auditor``."""
+    user.groups.set([Group.objects.get_or_create(name=role)[0] for role in roles])
+
+
+@transaction.atomic
+def person_enroll(*, user: User, roles: frozenset[str], namespace_id: str) -> OrbitCredential:
+    """Give ``user`` exactly ``roles`` and a credential of the embedded API for them."""
+    person_roles_set(user=user, roles=roles)
+    return mint_embedded(user=user, roles=roles, namespace_id=namespace_id)
 
 
 def store_external_token(*, user: User, token: str, actor_id: str = "") -> OrbitCredential:

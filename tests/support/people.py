@@ -5,9 +5,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 
-from orbit_console.console.credentials import mint_embedded
+from orbit_console.console.credentials import person_enroll
 
 
 @dataclass
@@ -24,6 +24,5 @@ def make_person(world: dict[str, Any], *roles: str, name: str | None = None) -> 
     username = name or f"{'-'.join(roles)}-{secrets.token_hex(4)}"
     password = secrets.token_urlsafe(12)
     user = User.objects.create_user(username=username, password=password)
-    user.groups.set([Group.objects.get_or_create(name=role)[0] for role in roles])
-    mint_embedded(user=user, roles=frozenset(roles), namespace_id=world["namespace_id"])
+    person_enroll(user=user, roles=frozenset(roles), namespace_id=world["namespace_id"])
     return TestPerson(username=username, password=password, user=user, roles=frozenset(roles))

@@ -12,11 +12,14 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from orbit_console.console.credentials import mint_embedded, store_external_token
+from orbit_console.console.credentials import (
+    person_enroll,
+    person_roles_set,
+    store_external_token,
+)
 from orbit_console.console.people import ROLES
 
 
@@ -58,11 +61,11 @@ class Command(BaseCommand):
             if password is not None:
                 user.set_password(password)
                 user.save()
-            user.groups.set([Group.objects.get_or_create(name=role)[0] for role in roles])
             if namespace_id is None:
+                person_roles_set(user=user, roles=roles)
                 store_external_token(user=user, token=token or "", actor_id=options["actor_id"])
             else:
-                mint_embedded(user=user, roles=roles, namespace_id=namespace_id)
+                person_enroll(user=user, roles=roles, namespace_id=namespace_id)
         self.stderr.write(
             f"{'created' if created else 'updated'} {name}: {', '.join(sorted(roles))}"
         )

@@ -14,12 +14,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from orbit_console.console.credentials import mint_embedded
+from orbit_console.console.credentials import person_enroll
 
 DEMO_NAMESPACE = "Orbit demo"
 PEOPLE = {
@@ -76,8 +75,7 @@ class Command(BaseCommand):
             password = secrets.token_urlsafe(9)
             user.set_password(password)
             user.save()
-            user.groups.set([Group.objects.get_or_create(name=role)[0] for role in roles])
-            mint_embedded(user=user, roles=roles, namespace_id=namespace_id)
+            person_enroll(user=user, roles=roles, namespace_id=namespace_id)
             passwords[name] = password
         return passwords
 

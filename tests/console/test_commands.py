@@ -1,0 +1,171 @@
+"""The console's commands, each in a process of its own as a person runs them: ``manage.py
+console user`` (people, roles, credentials) and ``manage.py demo`` (the README's first
+command, on a fresh SQLite database)."""
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from orbit_console.console.models import OrbitCredential
+from orbit_console.console.people import role_permissions
+from orbit_console.ledger.auth import hash_token
+from orbit_console.ledger.models import Credential
+from orbit_console.lib.secretbox import unseal
+from tests.console.web import Console, text_of
+from tests.support.people import TestPerson
+from tests.support.servers import child_env, free_port, run_manage
+
+PASSWORD_LINE = re.compile(r"password for (\S+): (\S+)")
+
+
+def console_user(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_manage("console", "user", *args, timeout=120)
+
+
+def ledger_credential(stored: OrbitCredential) -> Credential:
+    return Credential.objects.get(token_hash=hash_token(unseal(stored.token_ciphertext)))
+
+
+def test_console_user_creates_a_person_with_a_credential_of_their_roles(
+    world: dict[str, Any],
+) -> None:
+    done = console_user("carol", "--role", "operator", "--namespace", world["namespace_id"])
+
+    assert done.returncode == 0, done.stderr
+    [(name, password)] = PASSWORD_LINE.findall(done.stdout)
+    user = User.objects.get(username="carol")
+    assert name == "carol" and user.check_password(password)
+    assert set(user.groups.values_list("name", flat=True)) == {"operator"}
+    stored = OrbitCredential.objects.get(user=user)
+    assert stored.namespace_id == world["namespace_id"]
+    assert set(stored.permissions.split()) == role_permissions(frozenset({"operator"}))
+    issued = ledger_credential(stored)
+    assert (issued.namespace_id, issued.actor_id, issued.revoked_at) == (
+        world["namespace_id"],
+        stored.actor_id,
+        None,
+    )
+    # The token is stored encrypted and never printed.
+    token = unseal(stored.token_ciphertext)
+    assert token not in stored.token_ciphertext
+    assert token not in done.stdout + done.stderr
+
+
+def test_console_user_again_changes_the_roles_and_replaces_the_credential(
+    world: dict[str, Any],
+) -> None:
+    namespace = ("--namespace", world["namespace_id"])
+    assert console_user("dave", "--role", "operator", *namespace).returncode == 0
+    before = OrbitCredential.objects.get(user__username="dave")
+    first = ledger_credential(before)
+
+    again = console_user("dave", "--role", "auditor", "--role", "supervisor", *namespace)
+
+    assert again.returncode == 0, again.stderr
+    assert PASSWORD_LINE.findall(again.stdout) == []  # an existing person keeps their password
+    user = User.objects.get(username="dave")
+    assert set(user.groups.values_list("name", flat=True)) == {"auditor", "supervisor"}
+    after = OrbitCredential.objects.get(user=user)
+    roles = frozenset({"auditor", "supervisor"})
+    assert set(after.permissions.split()) == role_permissions(roles)
+    first.refresh_from_db()
+    assert first.revoked_at is not None  # the old token no longer works
+    assert ledger_credential(after).revoked_at is None
+
+
+def test_console_user_stores_a_token_issued_elsewhere_encrypted(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    token = "orb_issued-by-another-orbit-0123456789abcdef"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+
+    done = console_user(
+        "erin", "--role", "auditor", "--token-file", str(token_file), "--actor-id", "ext-erin"
+    )
+
+    assert done.returncode == 0, done.stderr
+    stored = OrbitCredential.objects.get(user__username="erin")
+    assert unseal(stored.token_ciphertext) == token
+    assert token not in stored.token_ciphertext
+    assert (stored.actor_id, stored.namespace_id, stored.permissions) == ("ext-erin", "", "")
+    assert token not in done.stdout + done.stderr
+
+
+def test_console_user_with_an_empty_token_file_changes_nothing(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+
+    done = console_user("frank", "--role", "auditor", "--token-file", str(empty))
+
+    assert done.returncode != 0
+    assert "the token file is empty" in done.stderr
+    assert not User.objects.filter(username="frank").exists()
+
+
+def test_demo_serves_the_console_with_its_people_until_sigterm(tmp_path: Path) -> None:
+    """``uv run manage.py demo`` on a machine with nothing set up: a fresh SQLite database, the
+    in-memory channel layer; the printed people can sign in; SIGTERM stops everything."""
+    port = free_port()
+    env = child_env(DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}")
+    env.pop("REDIS_URL", None)
+    output = tmp_path / "demo.out"
+    with output.open("w") as out:
+        demo = subprocess.Popen(
+            [sys.executable, "manage.py", "demo", "--port", str(port)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_live(base_url, demo)
+        printed = output.read_text()
+        passwords = dict(re.findall(r"^\s+(\w+)\s+password (\S+)", printed, re.MULTILINE))
+        assert set(passwords) == {"operator", "supervisor", "auditor"}, printed
+        for name, password in passwords.items():
+            person = TestPerson(name, password, User(username=name), frozenset({name}))
+            with Console(base_url).sign_in(person) as console:
+                queue = console.get("/")
+                assert queue.status_code == 200
+                assert "NEEDS_REVIEW" in text_of(queue.text)
+    finally:
+        demo.send_signal(signal.SIGTERM)
+        code = demo.wait(timeout=60)
+    assert code == 0, output.read_text()
+    assert "Orbit Console demo stopped." in output.read_text()
+    assert_port_closed(port)
+
+
+def wait_live(base_url: str, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the demo exited early"
+        try:
+            if httpx.get(f"{base_url}/health/live", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the demo did not come up")
+
+
+def assert_port_closed(port: int) -> None:
+    """Nothing the demo started still serves: daphne was stopped with it."""
+    try:
+        httpx.get(f"http://127.0.0.1:{port}/health/live", timeout=2)
+    except httpx.TransportError:
+        return
+    raise AssertionError(f"something still answers on port {port}")

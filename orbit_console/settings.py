@@ -7,6 +7,7 @@ channel layer, the embedded recovery API); ``DATABASE_URL``, ``REDIS_URL`` and
 in docs/deployment.md.
 """
 
+import importlib.util
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -122,6 +123,12 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
     _test_name = f"test-{Path(_database['NAME']).stem}-{os.getpid()}.sqlite3"
     _database["TEST"] = {"NAME": str(VAR_DIR / _test_name)}
 elif _database["ENGINE"] == "django.db.backends.mysql":
+    if importlib.util.find_spec("MySQLdb") is None:
+        raise ImproperlyConfigured(
+            "DATABASE_URL is a mysql:// URL but the MySQL driver is not installed: run "
+            "'uv sync --extra mysql' (it builds against the MySQL client headers: "
+            "'apt-get install default-libmysqlclient-dev pkg-config')"
+        )
     _database["OPTIONS"] = {
         "charset": "utf8mb4",
         "isolation_level": "read committed",

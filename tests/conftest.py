@@ -1,6 +1,6 @@
 """Fixtures shared by every suite: the test database, real servers, seeded worlds, Chromium."""
 
-import shutil
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.chromium import HOW_TO_GET_ONE, find_chromium
 from tests.support.people import TestPerson, make_person
 from tests.support.proxy import FaultyProxy
 from tests.support.servers import DaphneServer
@@ -108,9 +109,11 @@ def proxied_console(
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    chromium = find_chromium()
+    assert chromium is not None, HOW_TO_GET_ONE  # browser tests are skipped without one
     return {
         **browser_type_launch_args,
-        "executable_path": shutil.which("chromium"),
+        "executable_path": chromium.executable_path,
         "args": [
             "--no-sandbox",
             "--disable-gpu",
@@ -123,7 +126,27 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
     }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests last: Playwright's sync API leaves an event loop installed in the test
-    thread for the rest of the session, which code that starts its own loop cannot share."""
+    thread for the rest of the session, which code that starts its own loop cannot share.
+
+    Without a Chromium they are skipped (one line in the summary says how to get one), except
+    under CI, where a missing browser fails the run."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    browser_items = [item for item in items if item.get_closest_marker("browser")]
+    if not browser_items or find_chromium() is not None:
+        return
+    if os.environ.get("CI"):
+        raise pytest.UsageError(f"CI is set and {HOW_TO_GET_ONE}")
+    skip = pytest.mark.skip(reason=HOW_TO_GET_ONE)
+    for item in browser_items:
+        item.add_marker(skip)
+    config.stash[_browser_skips] = len(browser_items)
+
+
+_browser_skips = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if skipped := config.stash.get(_browser_skips, 0):
+        terminalreporter.write_line(f"{skipped} browser tests skipped: {HOW_TO_GET_ONE}")

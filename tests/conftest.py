@@ -149,4 +149,5 @@ _browser_skips = pytest.StashKey[int]()
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if skipped := config.stash.get(_browser_skips, 0):
-        terminalreporter.write_line(f"{skipped} browser tests skipped: {HOW_TO_GET_ONE}")
+        noun = "test" if skipped == 1 else "tests"
+        terminalreporter.write_line(f"{skipped} browser {noun} skipped: {HOW_TO_GET_ONE}")

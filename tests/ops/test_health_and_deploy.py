@@ -6,6 +6,8 @@ locked dependencies."""
 import os
 import re
 import subprocess
+import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,6 +181,39 @@ def test_production_settings_ask_for_what_check_deploy_checks() -> None:
         "False True True True True ('HTTP_X_FORWARDED_PROTO', 'https') True "
         "CompressedManifestStaticFilesStorage"
     )
+
+
+def test_a_mysql_url_without_the_driver_fails_at_start_up_in_one_line() -> None:
+    """The MySQL driver is opt-in (issue 11): without it, a mysql:// DATABASE_URL stops the
+    process with one line naming the command that installs it, and no traceback."""
+    hide_driver = (
+        "import runpy, sys; sys.modules['MySQLdb'] = None; sys.argv = ['manage.py', 'check'];"
+        " runpy.run_path('manage.py', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", hide_driver],
+        cwd=BASE_DIR,
+        env=servers.child_env(DATABASE_URL="mysql://root@127.0.0.1:3306/test"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "orbit-console: DATABASE_URL is a mysql:// URL but the MySQL driver is not installed: "
+        "run 'uv sync --extra mysql' (it builds against the MySQL client headers: "
+        "'apt-get install default-libmysqlclient-dev pkg-config')"
+    ]
+
+
+def test_the_embedded_default_needs_no_mysql_driver() -> None:
+    """``uv run manage.py demo`` on a fresh machine cannot build mysqlclient: it must not be a
+    required dependency, only the ``mysql`` extra that the image and CI install."""
+    project = tomllib.loads((BASE_DIR / "pyproject.toml").read_text())["project"]
+    assert not any(dep.lower().startswith("mysqlclient") for dep in project["dependencies"])
+    assert any(dep.startswith("mysqlclient") for dep in project["optional-dependencies"]["mysql"])
+    assert re.search(r"\buv sync\b[^\n]*--extra mysql", (BASE_DIR / "Dockerfile").read_text())
 
 
 # --- Compose file and image ---------------------------------------------------------------------

@@ -7,6 +7,8 @@ the project itself is put on the path by ``setup_django`` (and the subprocesses 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import platform
 import re
@@ -14,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -54,6 +56,65 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+# --- Statistics and processes ------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (with few values the high ones are simply the maximum)."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-fraction * len(ordered) // 1))))
+    return ordered[rank - 1]
+
+
+def summary(values: Sequence[float | None]) -> dict[str, Any]:
+    present = [value for value in values if value is not None]
+    missing = len(values) - len(present)
+    if not present:
+        return {"count": 0, "lost": missing}
+    return {
+        "count": len(present),
+        "lost": missing,
+        "p50": round(percentile(present, 0.50), 2),
+        "p95": round(percentile(present, 0.95), 2),
+        "p99": round(percentile(present, 0.99), 2),
+        "max": round(max(present), 2),
+    }
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (and its waited-for children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(value) for value in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """The living processes below ``pid`` (its workers), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid`` and of every living process below it."""
+    total = 0.0
+    for member in [pid, *descendants(pid)]:
+        # One that exited meanwhile counts in its parent's waited-for children.
+        with contextlib.suppress(OSError):
+            total += process_cpu_seconds(member)
+    return total
 
 
 # --- Database and Django ------------------------------------------------------------------------
@@ -132,6 +193,49 @@ def setup_django(database_url: str) -> None:
     django.setup()
 
 
+def needs_review_tasks(
+    seeded: dict[str, Any], count: int, *, key_prefix: str = "bench"
+) -> list[str]:
+    """``count`` new tasks in NEEDS_REVIEW at revision 3 (accepted, started, finished with an
+    unknown outcome) in the queue that ``orbit seed`` made; their ids. Django must be set up."""
+    from django.db import transaction
+    from django.db.models import F
+
+    from orbit_console.ledger.lifecycle import (
+        RetryPolicy,
+        actor_id_for,
+        attempt_finish,
+        attempt_start,
+        task_accept,
+    )
+    from orbit_console.ledger.models import Application, AttemptOutcome, Queue
+
+    namespace_id = seeded["namespace_id"]
+    submitter = actor_id_for(namespace_id, "submitter")
+    worker = actor_id_for(namespace_id, "bench-worker")
+    task_ids: list[str] = []
+    with transaction.atomic():
+        queue = Queue.objects.get(id=seeded["queue_id"])
+        # Room for them all: tasks in NEEDS_REVIEW hold quota (RT7).
+        Queue.objects.filter(id=queue.id).update(capacity=F("capacity") + count)
+        Application.objects.filter(namespace_id=namespace_id).update(quota=F("quota") + count)
+        for index in range(count):
+            task = task_accept(
+                queue=queue,
+                actor_id=submitter,
+                handler="object.prepare",
+                payload='{"object_ref":"objects/bench"}',
+                business_key=f"{key_prefix}:{index}",
+                retry=RetryPolicy(max_attempts=1, attempt_timeout_ms=10_000),
+            )
+            attempt_start(task=task, worker_id="bench-worker")
+            task = attempt_finish(
+                task=task, worker_actor_id=worker, outcome=AttemptOutcome.UNKNOWN, error="lost"
+            )
+            task_ids.append(task.id)
+    return task_ids
+
+
 # --- The server ---------------------------------------------------------------------------------
 
 
@@ -161,21 +265,17 @@ class DaphneProcess:
         self.start_timeout = start_timeout
         self.process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def command(self) -> list[str]:
+        address = ["-b", "127.0.0.1", "-p", str(self.port)]
+        return [sys.executable, "-m", "daphne", *address, self.application]
+
     def start(self) -> Self:
         """Start the server and wait until ``/health/live`` answers 200 (exits the script if
         the server stops or does not answer within ``start_timeout`` seconds)."""
         log = self.log_path.open("ab" if self.append_log else "wb")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                self.application,
-            ],
+            self.command,
             cwd=ROOT,
             env=self.env,
             stdout=log,
@@ -184,14 +284,14 @@ class DaphneProcess:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise SystemExit(f"daphne exited; see {self.log_path}")
+                raise SystemExit(f"the server exited; see {self.log_path}")
             try:
                 if httpx.get(f"{self.url}/health/live", timeout=1).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
-        raise SystemExit(f"daphne did not start; see {self.log_path}")
+        raise SystemExit(f"the server did not start; see {self.log_path}")
 
     @property
     def pid(self) -> int:
@@ -206,6 +306,32 @@ class DaphneProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def dockerfile_command(port: int) -> list[str]:
+    """The Dockerfile's ``CMD`` (exec form), listening on 127.0.0.1:``port`` instead of
+    0.0.0.0:8000, with the programs of this checkout's virtual environment."""
+    line = next(
+        line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("CMD [")
+    )
+    argv: list[str] = json.loads(line.removeprefix("CMD "))
+    every_interface = "0.0.0.0"  # noqa: S104 (replaced, never bound)
+    argv = [arg.replace(every_interface, "127.0.0.1").replace("8000", str(port)) for arg in argv]
+    program = Path(sys.executable).parent / argv[0]
+    return [sys.executable if argv[0] == "python" else str(program), *argv[1:]]
+
+
+class ServedProcess(DaphneProcess):
+    """The server in one of two shapes: ``dockerfile``, exactly what the image's ``CMD`` runs
+    (one replica's whole serving shape), or ``daphne``, one plain daphne process."""
+
+    def __init__(self, database_url: str, *, shape: str, **kwargs: Any) -> None:
+        super().__init__(database_url, **kwargs)
+        self.shape = shape
+
+    @property
+    def command(self) -> list[str]:
+        return dockerfile_command(self.port) if self.shape == "dockerfile" else super().command
 
 
 # --- Clients ------------------------------------------------------------------------------------

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import secrets
 import shutil
@@ -65,8 +64,11 @@ from support import (
     loadavg,
     machine,
     manage,
+    needs_review_tasks,
+    process_cpu_seconds,
     setup_django,
     signin_form,
+    summary,
 )
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -149,38 +151,6 @@ class Phase:
     samples: list[Sample] = field(default_factory=list)
 
 
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """Nearest-rank percentile (with few values the high ones are simply the maximum)."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), int(-(-fraction * len(ordered) // 1))))
-    return ordered[rank - 1]
-
-
-def summary(values: Sequence[float | None]) -> dict[str, Any]:
-    present = [value for value in values if value is not None]
-    missing = len(values) - len(present)
-    if not present:
-        return {"count": 0, "lost": missing}
-    return {
-        "count": len(present),
-        "lost": missing,
-        "p50": round(percentile(present, 0.50), 2),
-        "p95": round(percentile(present, 0.95), 2),
-        "p99": round(percentile(present, 0.99), 2),
-        "max": round(max(present), 2),
-    }
-
-
-# --- Machine ------------------------------------------------------------------------------------
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (and its waited-for children), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(value) for value in fields[11:15])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 # --- Database and world -------------------------------------------------------------------------
 
 
@@ -200,14 +170,6 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
     from django.db import connections, transaction
 
     from orbit_console.console.credentials import person_enroll
-    from orbit_console.ledger.lifecycle import (
-        RetryPolicy,
-        actor_id_for,
-        attempt_finish,
-        attempt_start,
-        task_accept,
-    )
-    from orbit_console.ledger.models import AttemptOutcome, Queue
 
     namespace_id = seeded["namespace_id"]
     accounts: list[tuple[str, str]] = []
@@ -218,24 +180,7 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
             person_enroll(user=user, roles=frozenset({"auditor"}), namespace_id=namespace_id)
             accounts.append((username, password))
 
-        queue = Queue.objects.get(id=seeded["queue_id"])
-        submitter = actor_id_for(namespace_id, "submitter")
-        worker = actor_id_for(namespace_id, "bench-worker")
-        task_ids: list[str] = []
-        for index in range(tasks):
-            task = task_accept(
-                queue=queue,
-                actor_id=submitter,
-                handler="object.prepare",
-                payload='{"object_ref":"objects/bench"}',
-                business_key=f"bench:{index}",
-                retry=RetryPolicy(max_attempts=1, attempt_timeout_ms=10_000),
-            )
-            attempt_start(task=task, worker_id="bench-worker")
-            task = attempt_finish(
-                task=task, worker_actor_id=worker, outcome=AttemptOutcome.UNKNOWN, error="lost"
-            )
-            task_ids.append(task.id)
+    task_ids = needs_review_tasks(seeded, tasks)
     connections.close_all()
     return World(namespace_id, seeded["tokens"]["admin"], accounts, task_ids)
 

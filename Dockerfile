@@ -27,4 +27,4 @@ ENV PATH=/app/.venv/bin:$PATH ORBIT_ENV=production PYTHONUNBUFFERED=1 ORBIT_VAR_
 USER orbit
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/health/live').status != 200)"
-CMD ["daphne", "-v", "0", "-b", "0.0.0.0", "-p", "8000", "--proxy-headers", "orbit_console.asgi:application"]
+CMD ["python", "manage.py", "serve", "--bind", "0.0.0.0:8000", "--proxy-headers"]

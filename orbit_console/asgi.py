@@ -7,9 +7,10 @@ Channels with session authentication and an Origin check.
 import gc
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbit_console.settings")
+
+from orbit_console.ops.handler import get_asgi_application
+
 django_asgi_app = get_asgi_application()
 
 # Imported once Django is set up: they load models.

@@ -26,3 +26,28 @@ def production_parts(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             )
         )
     return messages
+
+
+REQUIRED_MIDDLEWARE = {
+    "django.middleware.security.SecurityMiddleware": "security.W001",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware": "security.W002",
+    "django.middleware.csrf.CsrfViewMiddleware": "security.W003",
+}
+
+
+@register(Tags.security, deploy=True)
+def grouped_middleware(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """Django's middleware checks (silenced in settings), over the middleware that really runs:
+    MIDDLEWARE and, through ``SyncMiddlewareGroup``, SYNC_MIDDLEWARE."""
+    running = list(settings.MIDDLEWARE)
+    if "orbit_console.ops.middleware.SyncMiddlewareGroup" in running:
+        running += settings.SYNC_MIDDLEWARE
+    return [
+        Warning(
+            f"{path} does not run: neither MIDDLEWARE nor SYNC_MIDDLEWARE has it "
+            f"(Django's {check_id}).",
+            id="orbit.W003",
+        )
+        for path, check_id in REQUIRED_MIDDLEWARE.items()
+        if path not in running
+    ]

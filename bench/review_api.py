@@ -30,19 +30,16 @@ docs/performance.md and never asserted in tests.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import http.client
 import json
 import queue
 import secrets
 import shlex
-import signal
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -54,6 +51,7 @@ from support import (
     machine,
     manage,
     needs_review_tasks,
+    profiled,
     setup_django,
     summary,
     tree_cpu_seconds,
@@ -311,40 +309,6 @@ class Http:
 
     def close(self) -> None:
         self.connection.close()
-
-
-@contextlib.contextmanager
-def profiled(server: ServedProcess, path: str | None) -> Iterator[None]:
-    """With ``path``: py-spy samples the server's processes (the GIL holders) meanwhile and
-    writes collapsed stacks to ``path``.txt. A diagnostic run: its numbers are not the
-    measured ones."""
-    if path is None:
-        yield
-        return
-    spy = subprocess.Popen(
-        [
-            "py-spy",
-            "record",
-            "--pid",
-            str(server.pid),
-            "--subprocesses",
-            "--gil",
-            "--rate",
-            "200",
-            "--format",
-            "raw",
-            "--output",
-            f"{path}.txt",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    time.sleep(1)  # py-spy attaches
-    try:
-        yield
-    finally:
-        spy.send_signal(signal.SIGINT)
-        spy.wait(timeout=30)
 
 
 def measure_api(

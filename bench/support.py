@@ -12,11 +12,12 @@ import json
 import os
 import platform
 import re
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -241,7 +242,7 @@ def needs_review_tasks(
 
 class DaphneProcess:
     """A ``daphne`` process serving ``application`` on a free local port of 127.0.0.1, with the
-    embedded recovery API at its own URL (``ORBIT_EMBEDDED_API_URL``) and ``extra_env`` added to
+    embedded recovery API in the same process (as production runs it) and ``extra_env`` added to
     ``server_env``. Its output goes to ``log_path`` (appended to, or written anew)."""
 
     def __init__(
@@ -257,9 +258,7 @@ class DaphneProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.application = application
-        self.env = server_env(
-            database_url, **{"ORBIT_EMBEDDED_API_URL": self.url, **(extra_env or {})}
-        )
+        self.env = server_env(database_url, **(extra_env or {}))
         self.log_path = log_path
         self.append_log = append_log
         self.start_timeout = start_timeout
@@ -332,6 +331,40 @@ class ServedProcess(DaphneProcess):
     @property
     def command(self) -> list[str]:
         return dockerfile_command(self.port) if self.shape == "dockerfile" else super().command
+
+
+@contextlib.contextmanager
+def profiled(server: DaphneProcess, path: str | None) -> Iterator[None]:
+    """With ``path``: py-spy samples the server's processes (the GIL holders) meanwhile and
+    writes collapsed stacks to ``path``.txt. A diagnostic run: its numbers are not the
+    measured ones."""
+    if path is None:
+        yield
+        return
+    spy = subprocess.Popen(
+        [
+            "py-spy",
+            "record",
+            "--pid",
+            str(server.pid),
+            "--subprocesses",
+            "--gil",
+            "--rate",
+            "200",
+            "--format",
+            "raw",
+            "--output",
+            f"{path}.txt",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1)  # py-spy attaches
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=30)
 
 
 # --- Clients ------------------------------------------------------------------------------------

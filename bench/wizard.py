@@ -51,6 +51,7 @@ from support import (
     machine,
     manage,
     needs_review_tasks,
+    profiled,
     setup_django,
     signin_form,
     summary,
@@ -252,6 +253,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tasks", type=int, default=3000)
     parser.add_argument("--server", choices=("dockerfile", "daphne"), default="dockerfile")
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the server (a diagnostic run)"
+    )
     return parser.parse_args(argv)
 
 
@@ -275,7 +279,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     try:
         cpu = tree_cpu_seconds(server.pid)
-        results.update(run(server.url, world, args.seconds, args.think))
+        profile = str(BENCH_DIR / f"{name}-profile") if args.profile else None
+        with profiled(server, profile):
+            results.update(run(server.url, world, args.seconds, args.think))
         results["server_cpu_pct"] = round(
             100 * (tree_cpu_seconds(server.pid) - cpu) / results["wall_s"], 1
         )

@@ -263,12 +263,11 @@ ORBIT_RETRY_AFTER_MS = env_int("ORBIT_RETRY_AFTER_MS", 1000, minimum=1)
 
 # --- The console ----------------------------------------------------------------------------
 # Where the console finds the recovery API. ORBIT_API_URL points at an external Orbit; unset,
-# the console uses the embedded API of this very deployment, over HTTP like any other client,
-# at ORBIT_EMBEDDED_API_URL (the address this server listens on; `manage.py demo` sets it).
+# the console uses the embedded API of this very deployment: at ORBIT_EMBEDDED_API_URL over
+# HTTP when that is set (a separate API pool, or a test's fault-injecting proxy), else in this
+# process through Django's handler, the same requests without the network (client/inprocess.py).
 ORBIT_API_EMBEDDED = not env_str("ORBIT_API_URL")
-ORBIT_API_URL = env_str("ORBIT_API_URL") or env_str(
-    "ORBIT_EMBEDDED_API_URL", "http://127.0.0.1:8000"
-)
+ORBIT_API_URL = env_str("ORBIT_API_URL") or env_str("ORBIT_EMBEDDED_API_URL")
 ORBIT_API_TIMEOUT = float(env_int("ORBIT_API_TIMEOUT_SECONDS", 15, minimum=1))
 ORBIT_API_CONNECT_TIMEOUT = float(env_int("ORBIT_API_CONNECT_TIMEOUT_SECONDS", 5, minimum=1))
 # Fernet keys for Orbit tokens at rest, first one encrypts (docs/deployment.md).

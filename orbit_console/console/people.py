@@ -12,7 +12,7 @@ import httpx
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 
-from orbit_console.client import OrbitClient
+from orbit_console.client import OrbitClient, inprocess
 from orbit_console.console.models import OrbitCredential
 from orbit_console.lib.secretbox import unseal
 
@@ -77,6 +77,10 @@ def orbit_client(credential: OrbitCredential, *, base_url: str | None = None) ->
         write=settings.ORBIT_API_TIMEOUT,
         pool=settings.ORBIT_API_CONNECT_TIMEOUT,
     )
-    return OrbitClient(
-        base_url or settings.ORBIT_API_URL, unseal(credential.token_ciphertext), timeout=timeout
-    )
+    token = unseal(credential.token_ciphertext)
+    url = base_url or settings.ORBIT_API_URL
+    if url:
+        return OrbitClient(url, token, timeout=timeout)
+    # The embedded API of this process, without a trip through the network (client/inprocess).
+    transport = inprocess.InProcessTransport(timeout=settings.ORBIT_API_TIMEOUT)
+    return OrbitClient(inprocess.base_url(), token, timeout=timeout, transport=transport)

@@ -118,9 +118,9 @@ class SyncMiddlewareGroup:
 
     - a member whose ``process_request`` answers stops the request phase, and only it and
       the members before it see the response;
-    - an exception in a hook becomes a response there (``response_for_exception``, as Django's
-      ``convert_exception_to_response`` around each middleware does) and the outer members
-      still see it;
+    - an exception in a hook becomes a response just outside that member
+      (``response_for_exception``, as Django's ``convert_exception_to_response`` around each
+      middleware does), and the members before it still see it;
     - ``process_view`` and ``process_exception`` hooks are offered to Django's handler as one
       hook each (Django calls view hooks in order, exception hooks in reverse).
     """
@@ -154,7 +154,9 @@ class SyncMiddlewareGroup:
             try:
                 response = hook(request)
             except Exception as exc:
-                response = response_for_exception(request, exc)
+                # Django converts it outside the member that raised: that one's own
+                # process_response does not run, the ones before it do.
+                return response_for_exception(request, exc), index
             if response is not None:
                 return response, index + 1
         return None, len(self.members)

@@ -6,7 +6,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from orbit_console.ledger.models import Credential
 from orbit_console.lib.secretbox import unseal
 from tests.console.web import Console, text_of
 from tests.support.people import TestPerson
-from tests.support.servers import child_env, free_port, run_manage
+from tests.support.servers import child_env, free_port, run_manage, wait_live
 
 PASSWORD_LINE = re.compile(r"password for (\S+): (\S+)")
 
@@ -147,19 +146,6 @@ def test_demo_serves_the_console_with_its_people_until_sigterm(tmp_path: Path) -
     assert code == 0, output.read_text()
     assert "Orbit Console demo stopped." in output.read_text()
     assert_port_closed(port)
-
-
-def wait_live(base_url: str, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the demo exited early"
-        try:
-            if httpx.get(f"{base_url}/health/live", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the demo did not come up")
 
 
 def assert_port_closed(port: int) -> None:

@@ -46,6 +46,20 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def wait_live(base_url: str, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    """Wait until ``base_url/health/live`` answers 200; fail if ``process`` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the server exited early ({process.returncode})"
+        try:
+            if httpx.get(f"{base_url}/health/live", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{base_url} did not come up")
+
+
 def run_manage(
     *args: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
@@ -73,7 +87,7 @@ class DaphneServer:
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}.log"
 
     def start(self) -> "DaphneServer":
-        env = child_env(**{"ORBIT_EMBEDDED_API_URL": self.url, **self.extra_env})
+        env = child_env(**self.extra_env)
         log = self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [

@@ -1,14 +1,13 @@
 """``manage.py demo [--port N]``: the console on its embedded default, ready to click through.
 
 Migrates the embedded database, seeds a demo world (once; later runs reuse it), gives the demo
-people fresh passwords, prints them, and serves HTTP and WebSockets with daphne, plus the
-reconciler, until Ctrl-C or SIGTERM stops everything it started.
+people fresh passwords, prints them, and serves HTTP and WebSockets (``manage.py serve`` with
+one daphne worker: the in-memory channel layer serves one process), plus the reconciler, until
+Ctrl-C or SIGTERM stops everything it started. A child that exits is started again.
 """
 
 import os
 import secrets
-import signal
-import subprocess
 import sys
 from typing import Any
 
@@ -19,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from orbit_console.console.credentials import person_enroll
+from orbit_console.ops.supervisor import Child, Supervisor
 
 DEMO_NAMESPACE = "Orbit demo"
 PEOPLE = {
@@ -55,7 +55,7 @@ class Command(BaseCommand):
             self.stdout.write(f"    {name:<11} password {password}   ({roles})")
         self.stdout.write("\n  Ctrl-C stops the demo.\n")
         if not options["no_serve"]:
-            self._serve(options["host"], options["port"], url)
+            self._serve(options["host"], options["port"])
 
     def _world(self) -> tuple[str, bool]:
         from orbit_console.ledger.models import Namespace
@@ -79,50 +79,14 @@ class Command(BaseCommand):
             passwords[name] = password
         return passwords
 
-    def _serve(self, host: str, port: int, url: str) -> None:
+    def _serve(self, host: str, port: int) -> None:
         # The terminal stays readable: warnings and errors only, unless LOG_LEVEL says otherwise.
-        env = {"LOG_LEVEL": "WARNING", **os.environ, "ORBIT_EMBEDDED_API_URL": url}
+        env = {"LOG_LEVEL": "WARNING", **os.environ}
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-        # Fixed argument lists of this interpreter and this checkout: nothing untrusted.
+        address = ["--bind", f"{host}:{port}", "--workers", "1"]
         children = [
-            subprocess.Popen(  # noqa: S603
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-v",
-                    "0",
-                    "-b",
-                    host,
-                    "-p",
-                    str(port),
-                    "orbit_console.asgi:application",
-                ],
-                env=env,
-                cwd=settings.BASE_DIR,
-            ),
-            subprocess.Popen([*manage, "reconcile"], env=env, cwd=settings.BASE_DIR),  # noqa: S603
+            Child("server", [*manage, "serve", *address]),
+            Child("reconciler", [*manage, "reconcile"]),
         ]
-
-        def stop(signum: int, frame: object) -> None:
-            raise KeyboardInterrupt
-
-        signal.signal(signal.SIGTERM, stop)
-        try:
-            while all(child.poll() is None for child in children):
-                try:
-                    children[0].wait(timeout=1)
-                except subprocess.TimeoutExpired:
-                    continue
-        except KeyboardInterrupt:
-            pass
-        finally:
-            for child in children:
-                if child.poll() is None:
-                    child.terminate()
-            for child in children:
-                try:
-                    child.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-            self.stdout.write("Orbit Console demo stopped.")
+        Supervisor(children, env=env, cwd=settings.BASE_DIR).run()
+        self.stdout.write("Orbit Console demo stopped.")

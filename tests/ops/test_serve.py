@@ -1,0 +1,115 @@
+"""``manage.py serve`` (issue 12): one replica's whole serving shape on one address — daphne
+workers on sockets of their own, a worker that dies started again, SIGTERM stops everything —
+and several workers only where they share a channel layer."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from tests.support.servers import child_env, free_port, run_manage, wait_live
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def workers_of(pid: int, count: int, timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(found := children_of(pid)) == count:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"serve has {children_of(pid)} as workers, not {count}")
+
+
+@pytest.fixture
+def serve(live_db: None, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """``manage.py serve`` with one worker on a free port; its URL, process and output."""
+    port = free_port()
+    output = tmp_path / "serve.out"
+    with output.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+            cwd=settings.BASE_DIR,
+            env=child_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield f"http://127.0.0.1:{port}", process, output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_serve_answers_starts_a_dead_worker_again_and_stops_on_sigterm(
+    serve: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    base_url, process, output = serve
+    wait_live(base_url, process)
+    [worker] = workers_of(process.pid, 1)
+    os.kill(worker, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while (current := children_of(process.pid)) in ([], [worker]):
+        assert time.monotonic() < deadline, "the dead worker was not started again"
+        time.sleep(0.1)
+    wait_live(base_url, process)
+    assert "child exited; starting it again" in output.read_text()
+    # The console (not only the health check) answers through the new worker.
+    assert httpx.get(f"{base_url}/signin", timeout=30).status_code == 200
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0, output.read_text()
+    assert not any(Path(f"/proc/{pid}").exists() for pid in current)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{base_url}/health/live", timeout=2)
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="several workers share Redis")
+def test_serve_runs_one_worker_per_core_with_a_shared_channel_layer(live_db: None) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}"],
+        cwd=settings.BASE_DIR,
+        env=child_env(ORBIT_WORKERS=""),
+    )
+    try:
+        wait_live(f"http://127.0.0.1:{port}", process)
+        cores = os.cpu_count() or 1
+        assert len(workers_of(process.pid, cores)) == cores
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+
+
+def test_serve_refuses_several_workers_without_a_shared_channel_layer() -> None:
+    """The in-memory channel layer lives in one process: live pushes would miss the others."""
+    done = run_manage(
+        "serve", "--bind", "127.0.0.1:0", "--workers", "2", env=child_env(REDIS_URL="")
+    )
+    assert done.returncode != 0
+    assert "2 workers need a channel layer they share: set REDIS_URL" in done.stderr
+
+
+@pytest.mark.parametrize("bind", ["8000", "localhost:", ":8000"])
+def test_serve_refuses_an_address_that_is_not_host_and_port(bind: str) -> None:
+    done = run_manage("serve", "--bind", bind, env=child_env(REDIS_URL=""))
+    assert done.returncode != 0
+    assert "--bind takes HOST:PORT" in done.stderr

@@ -1,15 +1,14 @@
-"""Health endpoints (O7, I7) and the error pages that must answer in the API's envelope."""
+"""Health endpoints (O7, I7) and the project's error pages (in the API's envelope under /v1/,
+through the hook the ledger registers)."""
 
 import asyncio
+from collections.abc import Callable
 
 from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
-
-from orbit_console.ledger.api.http import error_response
-from orbit_console.ledger.errors import ApiError, NotFound
 
 READY_TIMEOUT_SECONDS = 2.0
 
@@ -57,13 +56,26 @@ async def _channel_layer_ok() -> None:
     await layer.group_send("health.probe", {"type": "health.probe"})
 
 
+# The error pages of URL prefixes that answer in a format of their own (the recovery API's
+# envelope), registered by the app that owns the prefix: ops depends on no app above it.
+type ErrorPage = Callable[[HttpRequest, int], HttpResponse]
+_ERROR_PAGES: dict[str, ErrorPage] = {}
+
+
+def register_error_page(prefix: str, page: ErrorPage) -> None:
+    _ERROR_PAGES[prefix] = page
+
+
+def _error_page(request: HttpRequest, status: int) -> HttpResponse:
+    for prefix, page in _ERROR_PAGES.items():
+        if request.path.startswith(prefix):
+            return page(request, status)
+    return render(request, f"{status}.html", status=status)
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
-    if request.path.startswith("/v1/"):
-        return error_response(request, ApiError("internal error"))
-    return render(request, "500.html", status=500)
+    return _error_page(request, 500)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if request.path.startswith("/v1/"):
-        return error_response(request, NotFound("no such endpoint"))
-    return render(request, "404.html", status=404)
+    return _error_page(request, 404)

@@ -3,21 +3,20 @@
 A thin consumer: authenticate (the session), authorise (the recovery API, with the person's
 own credential), join the task's group, and push each new entry as the same partial the page
 renders. The socket delivers only what the person may read over HTTP: authorisation is checked
-against the API on connect and again every ``TIMELINE_RECHECK_SECONDS``; a push never goes out
-on a check older than twice that, and a refusal closes the socket.
+against the API on connect and again every ``TIMELINE_RECHECK_SECONDS`` (one answer shared by
+the sockets of one credential on one task, verdicts.py); a push never goes out on an answer
+older than twice that, and a refusal closes the socket.
 """
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from orbit_console.client import OrbitError, OutcomeUnknown
-from orbit_console.console.people import Person, load_person, orbit_client
+from orbit_console.console.people import Person, load_person
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import task_group
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
@@ -25,6 +24,7 @@ from orbit_console.timeline import watcher
 from orbit_console.timeline.builder import actor_names
 from orbit_console.timeline.entries import from_event, from_operation
 from orbit_console.timeline.render import cookies_of, language_of, render_push, zone_of_scope
+from orbit_console.timeline.verdicts import VERDICTS
 
 logger = logging.getLogger("orbit.timeline")
 
@@ -47,7 +47,6 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.person, self.task_id = person, task_id
-        self.checked_at = 0.0
         self.refused = False
         if not await self._authorised():
             await self.close(code=CLOSE_FORBIDDEN)
@@ -80,23 +79,23 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
     # --- Authorisation ------------------------------------------------------------------------
 
     async def _authorised(self) -> bool:
-        """Can this person read this task's operations over HTTP right now?"""
+        """Can this person read this task's operations over HTTP? The answer is shared with
+        the person's other sockets on the task (verdicts.py)."""
         credential = self.person.credential
         if credential is None:
             return False
-        try:
-            async with orbit_client(credential) as orbit:
-                await orbit.list_task_operations(self.task_id, limit=1)
-        except OrbitError:
-            return False
-        except OutcomeUnknown:
-            # The API did not answer: keep the last verdict until it is too old to trust.
-            return self._fresh()
-        self.checked_at = time.monotonic()
-        return True
+        verdict = await VERDICTS.check(credential, self.task_id, max_age=self._period())
+        return verdict.fresh(2 * self._period())
 
     def _fresh(self) -> bool:
-        return time.monotonic() - self.checked_at < 2 * settings.TIMELINE_RECHECK_SECONDS
+        credential = self.person.credential
+        return credential is not None and VERDICTS.known(credential, self.task_id).fresh(
+            2 * self._period()
+        )
+
+    @staticmethod
+    def _period() -> float:
+        return float(settings.TIMELINE_RECHECK_SECONDS)
 
     async def _recheck_forever(self) -> None:
         while True:

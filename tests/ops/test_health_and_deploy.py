@@ -55,6 +55,19 @@ def test_liveness_answers_json_without_credentials_O7(orbit_server: DaphneServer
     assert answer.json() == {"status": "live"}
 
 
+def test_not_found_answers_in_the_apis_envelope_under_v1_and_as_a_page_elsewhere_E1(
+    orbit_server: DaphneServer,
+) -> None:
+    """The project's 404 page: the ledger registers the envelope for its own prefix."""
+    api = httpx.get(f"{orbit_server.url}/v1/nowhere", timeout=30)
+    assert api.status_code == 404
+    assert api.json()["error"]["code"] == "NOT_FOUND"
+    assert re.fullmatch(r"[0-9a-f]{32}", api.json()["request_id"])
+    page = httpx.get(f"{orbit_server.url}/nowhere", timeout=30)
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
+
+
 def test_readiness_is_200_when_database_and_channel_layer_answer_O7(
     orbit_server: DaphneServer,
 ) -> None:

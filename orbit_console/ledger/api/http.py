@@ -58,6 +58,12 @@ def json_response(request: HttpRequest, status: int, body: dict[str, Any]) -> Ht
     return response
 
 
+def error_page(request: HttpRequest, status: int) -> HttpResponse:
+    """The project's 404 and 500 pages under ``/v1/``, in the API's envelope."""
+    error = NotFound("no such endpoint") if status == 404 else ApiError("internal error")
+    return error_response(request, error)
+
+
 def error_response(request: HttpRequest, error: ApiError) -> HttpResponse:
     response = json_response(
         request,

@@ -192,9 +192,10 @@ async def threads_serving(handler: ASGIHandler, requests: int) -> set[str]:
     return {answer.text for answer in answers}
 
 
-def test_every_requests_sync_work_runs_on_one_thread(settings: Any) -> None:
+def test_every_requests_sync_work_runs_on_one_thread(settings: Any, live_db: None) -> None:
     """Django's handler gives each request a thread of its own (and with it a new database
-    connection); the shared-thread handler reuses one thread for all of them."""
+    connection); the shared-thread handler reuses one thread for all of them. (The database:
+    the end of each request looks at the thread's connection, close_old_connections.)"""
     settings.ROOT_URLCONF = MODULE
     assert len(asyncio.run(threads_serving(ASGIHandler(), 3))) == 3
     assert len(asyncio.run(threads_serving(SharedThreadASGIHandler(), 3))) == 1

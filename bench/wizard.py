@@ -19,7 +19,8 @@ the wizard the way a browser without JavaScript does, for ``--seconds``:
    receipt, which must say the API stored the decision).
 
 With ``--think 0`` the operators go back to back (capacity: wizards a minute). With
-``--think 1`` each waits a second between steps (a busy incident). Reported: wizards a minute,
+``--think 1`` each waits a second between steps (a busy incident); operator i starts i/N of a
+second late, so that the twenty are not in lockstep. Reported: wizards a minute,
 the time from confirming to seeing the receipt (steps 5 and 6), each step's latency, the whole
 walk, and the server's CPU. Results: stdout and ``var/bench/wizard[-<label>].json``; written
 up in docs/performance.md, never asserted in tests.
@@ -213,7 +214,10 @@ def run(base: str, world: dict[str, Any], seconds: float, think: float) -> dict[
     errors: list[BaseException] = []
     deadline = time.monotonic() + seconds
 
-    def work(operator: Operator) -> None:
+    def work(operator: Operator, index: int) -> None:
+        # People do not click in step: with think time, operator i starts i/N of it late, so
+        # that the steps of the 20 are spread over each second rather than arriving at once.
+        time.sleep(think * index / len(operators))
         try:
             while time.monotonic() < deadline:
                 try:
@@ -224,7 +228,10 @@ def run(base: str, world: dict[str, Any], seconds: float, think: float) -> dict[
         except BaseException as error:
             errors.append(error)
 
-    threads = [threading.Thread(target=work, args=(operator,)) for operator in operators]
+    threads = [
+        threading.Thread(target=work, args=(operator, index))
+        for index, operator in enumerate(operators)
+    ]
     began = time.monotonic()
     for thread in threads:
         thread.start()

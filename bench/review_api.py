@@ -52,6 +52,7 @@ from support import (
     manage,
     needs_review_tasks,
     profiled,
+    server_arguments,
     setup_django,
     summary,
     tree_cpu_seconds,
@@ -374,14 +375,9 @@ def report(results: dict[str, Any]) -> None:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", required=True, help="mysql://.../<name with 'bench'>")
-    parser.add_argument("--redis-url", default=None)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--server", choices=("dockerfile", "daphne"), default="dockerfile")
-    parser.add_argument("--label", default="")
-    parser.add_argument(
-        "--profile", action="store_true", help="py-spy the server (a diagnostic run)"
-    )
+    server_arguments(parser)
     return parser.parse_args(argv)
 
 

@@ -7,11 +7,13 @@ the project itself is put on the path by ``setup_django`` (and the subprocesses 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import platform
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -321,8 +323,11 @@ def dockerfile_command(port: int) -> list[str]:
 
 
 class ServedProcess(DaphneProcess):
-    """The server in one of two shapes: ``dockerfile``, exactly what the image's ``CMD`` runs
-    (one replica's whole serving shape), or ``daphne``, one plain daphne process."""
+    """The server in one of three shapes: ``dockerfile``, exactly what the image's ``CMD`` runs
+    (one replica's whole serving shape); ``daphne``, one plain daphne process; or any other
+    command line, with ``{port}`` for the port (to weigh another server: ``uv run --with
+    uvicorn python bench/... --server "uvicorn --workers 2 --port {port} orbit_console.asgi:
+    application"``)."""
 
     def __init__(self, database_url: str, *, shape: str, **kwargs: Any) -> None:
         super().__init__(database_url, **kwargs)
@@ -330,7 +335,12 @@ class ServedProcess(DaphneProcess):
 
     @property
     def command(self) -> list[str]:
-        return dockerfile_command(self.port) if self.shape == "dockerfile" else super().command
+        if self.shape == "dockerfile":
+            return dockerfile_command(self.port)
+        if self.shape == "daphne":
+            return super().command
+        argv = shlex.split(self.shape.replace("{port}", str(self.port)))
+        return [str(Path(sys.executable).parent / argv[0]), *argv[1:]]
 
 
 @contextlib.contextmanager
@@ -365,6 +375,20 @@ def profiled(server: DaphneProcess, path: str | None) -> Iterator[None]:
     finally:
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=30)
+
+
+def server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every benchmark of a served console takes."""
+    parser.add_argument("--redis-url", default=None, help="the Redis channel layer at this URL")
+    parser.add_argument(
+        "--server",
+        default="dockerfile",
+        help="dockerfile (the image's CMD), daphne, or a command line with {port}",
+    )
+    parser.add_argument("--label", default="", help="suffix of the result files' names")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the server (a diagnostic run)"
+    )
 
 
 # --- Clients ------------------------------------------------------------------------------------

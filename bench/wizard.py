@@ -53,6 +53,7 @@ from support import (
     manage,
     needs_review_tasks,
     profiled,
+    server_arguments,
     setup_django,
     signin_form,
     summary,
@@ -253,16 +254,11 @@ def run(base: str, world: dict[str, Any], seconds: float, think: float) -> dict[
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=None, help="mysql://.../<name with 'bench'>")
-    parser.add_argument("--redis-url", default=None)
     parser.add_argument("--operators", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--think", type=float, default=0)
     parser.add_argument("--tasks", type=int, default=3000)
-    parser.add_argument("--server", choices=("dockerfile", "daphne"), default="dockerfile")
-    parser.add_argument("--label", default="")
-    parser.add_argument(
-        "--profile", action="store_true", help="py-spy the server (a diagnostic run)"
-    )
+    server_arguments(parser)
     return parser.parse_args(argv)
 
 

@@ -111,17 +111,11 @@ class DaphneServer:
         return self
 
     def _wait_live(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/health/live", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.name} did not start; see {self.log_path}")
+        assert self.process is not None
+        try:
+            wait_live(self.url, self.process, timeout)
+        except AssertionError as failed:
+            raise RuntimeError(f"{self.name}: {failed}; see {self.log_path}") from None
 
     def restart(self) -> "DaphneServer":
         """Stop and start again on the same port (clients see their connections drop)."""

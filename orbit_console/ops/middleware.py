@@ -5,8 +5,10 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.exception import response_for_exception
 from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
 from orbit_console.lib.ids import new_request_id
@@ -132,6 +134,16 @@ class SyncMiddlewareGroup:
         self.get_response = get_response
         markcoroutinefunction(self)
         self.members = [import_string(path)(_never_called) for path in settings.SYNC_MIDDLEWARE]
+        for member in self.members:
+            # Only hook-style middleware can be grouped: a middleware with its own __call__,
+            # or template-response hooks, would be silently skipped.
+            if not isinstance(member, MiddlewareMixin) or hasattr(
+                member, "process_template_response"
+            ):
+                raise ImproperlyConfigured(
+                    f"SYNC_MIDDLEWARE takes hook-style (MiddlewareMixin) middleware without "
+                    f"process_template_response; move {type(member).__name__} to MIDDLEWARE"
+                )
         self.request_hooks = [getattr(m, "process_request", None) for m in self.members]
         self.response_hooks = [getattr(m, "process_response", None) for m in self.members]
         self.view_hooks = [m.process_view for m in self.members if hasattr(m, "process_view")]

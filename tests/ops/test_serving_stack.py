@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 from django.http import HttpRequest, HttpResponse
@@ -25,6 +25,7 @@ from django.utils.deprecation import MiddlewareMixin
 
 from orbit_console.ops.checks import grouped_middleware
 from orbit_console.ops.handler import SharedThreadASGIHandler
+from orbit_console.ops.middleware import SyncMiddlewareGroup
 
 MODULE = __name__
 GROUP = "orbit_console.ops.middleware.SyncMiddlewareGroup"
@@ -168,6 +169,17 @@ def test_the_group_hops_to_the_sync_thread_once_each_way(settings: Any, monkeypa
     monkeypatch.setattr(middleware, "sync_to_async", counting)
     run_chain(settings, {}, grouped=True)
     assert hops == ["_request_phase", "_response_phase"]
+
+
+def test_the_group_refuses_middleware_it_could_not_run_faithfully(settings: Any) -> None:
+    """HtmxMiddleware has its own __call__: grouped, it would silently do nothing."""
+    settings.SYNC_MIDDLEWARE = [*MEMBERS, "django_htmx.middleware.HtmxMiddleware"]
+    with pytest.raises(ImproperlyConfigured, match="move HtmxMiddleware to MIDDLEWARE"):
+        SyncMiddlewareGroup(plain_async)
+
+
+async def plain_async(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("never called")
 
 
 def test_the_deploy_check_sees_the_grouped_security_middleware(settings: Any) -> None:

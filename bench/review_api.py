@@ -47,6 +47,7 @@ from support import (
     BENCH_DIR,
     ServedProcess,
     fresh_database,
+    grow,
     loadavg,
     machine,
     manage,
@@ -388,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     database_url = fresh_database(args.database_url, "unused.sqlite3")
     world = build_world(database_url, args.requests)
     results: dict[str, Any] = {"machine": machine(), "clients": args.clients}
+    if args.grow:
+        results["grown"] = grow(database_url, world["namespace_id"], args.grow)
     results["load_before"] = loadavg()
     results["raw_sql_ceiling"] = raw_review_ceiling(database_url, world, args.clients)
     extra = {"REDIS_URL": args.redis_url} if args.redis_url else {}

@@ -387,6 +387,12 @@ def server_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--label", default="", help="suffix of the result files' names")
     parser.add_argument(
+        "--grow",
+        type=int,
+        default=0,
+        help="first add this many settled tasks, with an audit record each (MySQL/MariaDB)",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="py-spy the server (a diagnostic run)"
     )
 
@@ -399,3 +405,81 @@ def signin_form(page: str, username: str, password: str) -> dict[str, str]:
     match = CSRF_INPUT.search(page)
     assert match, "the sign-in page carries no CSRF token"
     return {"csrfmiddlewaretoken": match[1], "username": username, "password": password}
+
+
+# --- Growth -------------------------------------------------------------------------------------
+
+
+def grow(database_url: str, namespace_id: str, rows: int) -> dict[str, Any]:
+    """Add ``rows`` settled tasks (SUCCEEDED) with one audit record each to the namespace, by
+    doubling copies of one of its tasks in SQL (MySQL/MariaDB only): the weight of a ledger
+    that has been in use for a long time, for measuring that the figures do not move with it.
+    The copies' audit records are not chained (``audit verify`` would flag them)."""
+    import dj_database_url
+    import MySQLdb
+
+    from orbit_console.ledger.models import OperationAudit, Task
+
+    config = dj_database_url.parse(database_url)
+    connection = MySQLdb.connect(
+        host=str(config.get("HOST") or "127.0.0.1"),
+        port=int(config.get("PORT") or 3306),
+        user=str(config.get("USER") or "root"),
+        password=str(config.get("PASSWORD") or ""),
+        database=str(config["NAME"]),
+        charset="utf8mb4",
+        autocommit=True,
+    )
+    task_columns = [field.column for field in Task._meta.concrete_fields]
+    fresh = {
+        "id": "MD5(UUID())",
+        "state": "'SUCCEEDED'",
+        "business_key": "CONCAT('grow:', MD5(UUID()))",
+        "retry_of": "NULL",
+        "effect_uncertain": "0",
+    }
+    select = ", ".join(fresh.get(column, f"`{column}`") for column in task_columns)
+    insert = ", ".join(f"`{column}`" for column in task_columns)
+    began = time.monotonic()
+    cursor = connection.cursor()
+    cursor.execute(
+        f"INSERT INTO ledger_task ({insert}) SELECT {select} FROM ledger_task "  # noqa: S608
+        "WHERE namespace_id = %s ORDER BY id LIMIT 1",
+        [namespace_id],
+    )
+    made = 1
+    while made < rows:
+        cursor.execute(
+            f"INSERT INTO ledger_task ({insert}) SELECT {select} FROM ledger_task "  # noqa: S608
+            "WHERE namespace_id = %s AND business_key LIKE 'grow:%%' LIMIT %s",
+            [namespace_id, min(made, rows - made)],
+        )
+        made += cursor.rowcount
+    audit_columns = [field.column for field in OperationAudit._meta.concrete_fields]
+    audit_values = {
+        "id": "MD5(UUID())",
+        "namespace_id": "t.namespace_id",
+        "task_id": "t.id",
+        "seq": "1",
+        "operation_id": "MD5(UUID())",
+        "actor_id": "MD5(t.id)",
+        "action": "'task.accepted'",
+        "reason": "'growth'",
+        "evidence_ref": "NULL",
+        "before": "'{}'",
+        "after": "'{}'",
+        "created_at": "t.created_at",
+        "prev_hash": "''",
+        "entry_hash": "SHA2(t.id, 256)",
+    }
+    cursor.execute(
+        f"INSERT INTO ledger_operationaudit ({', '.join(f'`{c}`' for c in audit_columns)}) "  # noqa: S608
+        f"SELECT {', '.join(audit_values[c] for c in audit_columns)} FROM ledger_task t "
+        "WHERE t.namespace_id = %s AND t.business_key LIKE 'grow:%%'",
+        [namespace_id],
+    )
+    audits = cursor.rowcount
+    cursor.execute("ANALYZE TABLE ledger_task, ledger_operationaudit")
+    cursor.fetchall()
+    connection.close()
+    return {"tasks": made, "audit_records": audits, "seconds": round(time.monotonic() - began, 1)}

@@ -48,6 +48,7 @@ from support import (
     BENCH_DIR,
     ServedProcess,
     fresh_database,
+    grow,
     loadavg,
     machine,
     manage,
@@ -139,7 +140,7 @@ def build_world(database_url: str, operators: int, tasks: int) -> dict[str, Any]
             people.append((username, password))
     task_ids = needs_review_tasks(seeded, tasks, key_prefix="bench-wizard")
     connections.close_all()
-    return {"people": people, "tasks": task_ids}
+    return {"people": people, "tasks": task_ids, "namespace_id": seeded["namespace_id"]}
 
 
 # --- One operator -------------------------------------------------------------------------------
@@ -266,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     database_url = fresh_database(args.database_url, "wizard.sqlite3")
     world = build_world(database_url, args.operators, args.tasks)
+    grown = grow(database_url, world["namespace_id"], args.grow) if args.grow else None
     name = f"wizard{'-' + args.label if args.label else ''}"
     extra = {"CONSOLE_REVIEW_APPROVAL": "off", "LOG_LEVEL": "WARNING"}
     if args.redis_url:
@@ -278,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "server": shlex.join(server.command),
         "operators": args.operators,
         "think_s": args.think,
+        "grown": grown,
         "load_before": loadavg(),
     }
     try:

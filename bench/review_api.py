@@ -51,6 +51,7 @@ from support import (
     loadavg,
     machine,
     manage,
+    mysql_connect,
     needs_review_tasks,
     profiled,
     server_arguments,
@@ -147,9 +148,6 @@ def figures(wall: float, latencies: list[float], cpu: float | None = None) -> di
 
 
 def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -> dict[str, Any]:
-    import dj_database_url
-    import MySQLdb
-
     from orbit_console.ledger.models import (
         Application,
         Credential,
@@ -166,17 +164,9 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
     token_hash = hashlib.sha256(world["tokens"]["admin"].encode()).hexdigest()
     credential = Credential.objects.get(token_hash=token_hash)
     tasks = {task.id: task for task in Task.objects.filter(id__in=world["raw_tasks"])}
-    config = dj_database_url.parse(database_url)
 
     def connect() -> Any:
-        connection = MySQLdb.connect(
-            host=str(config.get("HOST") or "127.0.0.1"),
-            port=int(config.get("PORT") or 3306),
-            user=str(config.get("USER") or "root"),
-            password=str(config.get("PASSWORD") or ""),
-            database=str(config["NAME"]),
-            charset="utf8mb4",
-        )
+        connection = mysql_connect(database_url, charset="utf8mb4")
         # As the application's connections are (settings.py).
         connection.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         return connection

@@ -123,6 +123,23 @@ def tree_cpu_seconds(pid: int) -> float:
 # --- Database and Django ------------------------------------------------------------------------
 
 
+def mysql_connect(database_url: str, *, database: bool = True, **options: Any) -> Any:
+    """A MySQLdb connection to the server of ``database_url`` (to its database, by default)."""
+    import dj_database_url
+    import MySQLdb
+
+    config = dj_database_url.parse(database_url)
+    if database:
+        options["database"] = str(config["NAME"])
+    return MySQLdb.connect(
+        host=str(config.get("HOST") or "127.0.0.1"),
+        port=int(config.get("PORT") or 3306),
+        user=str(config.get("USER") or "root"),
+        password=str(config.get("PASSWORD") or ""),
+        **options,
+    )
+
+
 def fresh_database(database_url: str | None, sqlite_name: str) -> str:
     """A new, empty database; returns its DATABASE_URL.
 
@@ -137,18 +154,11 @@ def fresh_database(database_url: str | None, sqlite_name: str) -> str:
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         return f"sqlite:///{path}"
     import dj_database_url
-    import MySQLdb
 
-    config = dj_database_url.parse(database_url)
-    name = str(config["NAME"])
+    name = str(dj_database_url.parse(database_url)["NAME"])
     if not re.fullmatch(r"[A-Za-z0-9_]+", name) or "bench" not in name:
         raise SystemExit(f"refusing to drop {name!r}: the database name must contain 'bench'")
-    server = MySQLdb.connect(
-        host=str(config.get("HOST") or "127.0.0.1"),
-        port=int(config.get("PORT") or 3306),
-        user=str(config.get("USER") or "root"),
-        password=str(config.get("PASSWORD") or ""),
-    )
+    server = mysql_connect(database_url, database=False)
     try:
         cursor = server.cursor()
         cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
@@ -415,21 +425,9 @@ def grow(database_url: str, namespace_id: str, rows: int) -> dict[str, Any]:
     doubling copies of one of its tasks in SQL (MySQL/MariaDB only): the weight of a ledger
     that has been in use for a long time, for measuring that the figures do not move with it.
     The copies' audit records are not chained (``audit verify`` would flag them)."""
-    import dj_database_url
-    import MySQLdb
-
     from orbit_console.ledger.models import OperationAudit, Task
 
-    config = dj_database_url.parse(database_url)
-    connection = MySQLdb.connect(
-        host=str(config.get("HOST") or "127.0.0.1"),
-        port=int(config.get("PORT") or 3306),
-        user=str(config.get("USER") or "root"),
-        password=str(config.get("PASSWORD") or ""),
-        database=str(config["NAME"]),
-        charset="utf8mb4",
-        autocommit=True,
-    )
+    connection = mysql_connect(database_url, charset="utf8mb4", autocommit=True)
     task_columns = [field.column for field in Task._meta.concrete_fields]
     fresh = {
         "id": "MD5(UUID())",

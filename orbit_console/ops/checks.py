@@ -5,11 +5,13 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Tags, Warning, register
 
+from orbit_console.ops.workers import shares_channel_layer
+
 
 @register(Tags.security, deploy=True)
 def production_parts(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     messages: list[CheckMessage] = []
-    if settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer":
+    if not shares_channel_layer():
         messages.append(
             Warning(
                 "The in-memory channel layer serves one process only.",

@@ -42,7 +42,6 @@ class Verdicts:
     def __init__(self) -> None:
         self._known: dict[Key, Verdict] = {}
         self._asking: dict[Key, asyncio.Future[Verdict]] = {}
-        self.api_calls = 0
 
     def known(self, credential: OrbitCredential, task_id: str) -> Verdict:
         return self._known.get(_key(credential, task_id), REFUSED)
@@ -68,7 +67,6 @@ class Verdicts:
         return verdict
 
     async def _ask(self, credential: OrbitCredential, task_id: str, known: Verdict) -> Verdict:
-        self.api_calls += 1
         try:
             async with orbit_client(credential) as orbit:
                 await orbit.list_task_operations(task_id, limit=1)

@@ -92,8 +92,7 @@ def test_serve_runs_one_worker_per_core_with_a_shared_channel_layer(live_db: Non
     )
     try:
         wait_live(f"http://127.0.0.1:{port}", process)
-        cores = os.cpu_count() or 1
-        assert len(workers_of(process.pid, cores)) == cores
+        workers_of(process.pid, os.cpu_count() or 1)  # fails unless one worker per core
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0

@@ -156,7 +156,8 @@ def test_the_group_runs_hooks_exactly_as_djangos_own_chain(
 
 
 def test_the_group_hops_to_the_sync_thread_once_each_way(settings: Any, monkeypatch: Any) -> None:
-    """Two hops for nine middleware (plus one for the view hooks), not one per hook."""
+    """Two hops for the request and response hooks of all nine middleware, not one per hook
+    (the view hooks take one more, made by Django's handler)."""
     from orbit_console.ops import middleware
 
     hops: list[str] = []

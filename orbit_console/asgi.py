@@ -1,5 +1,5 @@
-"""ASGI entry point: HTTP through Django (static files at the edge), WebSockets through
-Channels with session authentication and an Origin check.
+"""ASGI entry point: HTTP through Django (static files and the liveness probe at the edge,
+``ops/edge.py``), WebSockets through Channels with session authentication and an Origin check.
 
 ``daphne orbit_console.asgi:application`` serves both.
 """
@@ -18,7 +18,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from orbit_console.ops.static import StaticFiles  # noqa: E402
+from orbit_console.ops.edge import Edge  # noqa: E402
 from orbit_console.routing import websocket_urlpatterns  # noqa: E402
 
 # Everything loaded so far lives as long as the process: keep it out of the collector's full
@@ -27,7 +27,7 @@ gc.freeze()
 
 application = ProtocolTypeRouter(
     {
-        "http": StaticFiles(django_asgi_app),
+        "http": Edge(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

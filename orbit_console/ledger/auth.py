@@ -37,7 +37,6 @@ def authenticate(request: HttpRequest, *, now: datetime) -> Credential:
         raise Unauthenticated("a valid bearer token is required")
     credential = (
         Credential.objects.select_related("application")
-        .prefetch_related("queues")
         .filter(token_hash=hash_token(match.group(1)))
         .first()
     )
@@ -52,6 +51,8 @@ def authenticate(request: HttpRequest, *, now: datetime) -> Credential:
 
 
 def queue_scope(credential: Credential) -> frozenset[str] | None:
-    """The queue ids the credential is limited to, or ``None`` for its whole namespace."""
-    ids = frozenset(queue.id for queue in credential.queues.all())
+    """The queue ids the credential is limited to, or ``None`` for its whole namespace: read
+    when asked, so that every call checks the current scope (C3)."""
+    through = Credential.queues.through.objects
+    ids = frozenset(through.filter(credential_id=credential.id).values_list("queue_id", flat=True))
     return ids or None

@@ -135,7 +135,8 @@ def _review(credential: Credential, task_id: str, key: str, request: ReviewReque
         },
         now=now,
     )
-    detail = task_detail(task, retry_successor_id=retry_successor_id(task))
+    # A task that was NEEDS_REVIEW until now has no retry successor: RT1 refuses to retry it.
+    detail = task_detail(task, retry_successor_id=None)
     _store_receipt(credential, REVIEW, task, key, request.digest, 200, audit.id, detail, now)
     record_result_event(task, kind="task.completed", now=now)
     return Receipt(200, {"task": detail, "audit_id": audit.id, "deduplicated": False})

@@ -16,7 +16,8 @@ READY_TIMEOUT_SECONDS = 2.0
 @require_GET
 async def live(request: HttpRequest) -> JsonResponse:
     """The process answers. Nothing else is checked: a restart would not fix a dependency.
-    Async, so that answering takes no hop to the sync thread."""
+    Under ASGI the edge answers this path before Django (``ops/edge.py``); this view answers
+    under WSGI and Django's test client."""
     return JsonResponse({"status": "live"})
 
 

@@ -55,6 +55,28 @@ def test_liveness_answers_json_without_credentials_O7(orbit_server: DaphneServer
     assert answer.json() == {"status": "live"}
 
 
+def test_liveness_is_answered_before_django_and_only_to_get_and_head_O7(
+    orbit_server: DaphneServer,
+) -> None:
+    """The edge answers the probe (ops/edge.py): no middleware ran, so none of their headers
+    are there, yet every answer has its own request id and is never cached."""
+    url = f"{orbit_server.url}/health/live"
+    first, second = httpx.get(url, timeout=30), httpx.get(url, timeout=30)
+    assert "content-security-policy" not in first.headers  # Django's CSP middleware did not run
+    assert first.headers["cache-control"] == "no-store"
+    assert first.headers["x-content-type-options"] == "nosniff"
+    ids = {first.headers["x-request-id"], second.headers["x-request-id"]}
+    assert len(ids) == 2 and all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+
+    head = httpx.head(url, timeout=30)
+    assert head.status_code == 200 and head.content == b""
+    post = httpx.post(url, timeout=30)
+    assert post.status_code == 405 and post.headers["allow"] == "GET, HEAD"
+    # Everything else still reaches Django, which does set its headers.
+    page = httpx.get(f"{orbit_server.url}/health/ready", timeout=30)
+    assert "content-security-policy" in page.headers
+
+
 def test_not_found_answers_in_the_apis_envelope_under_v1_and_as_a_page_elsewhere_E1(
     orbit_server: DaphneServer,
 ) -> None:

@@ -155,6 +155,26 @@ def test_metrics_expose_every_series_after_a_review_a_retry_and_an_unknown_outco
     assert values(samples, SOCKETS, consumer="approvals") == [0]
 
 
+def test_the_wizard_reads_the_attempts_for_the_evidence_step_only(
+    metered: tuple[DaphneServer, FaultyProxy],
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """Issue 12: every step re-reads the task (its present state and revision), but only the
+    verify step shows the attempts, so only it asks for them."""
+    server, _ = metered
+
+    def calls(operation: str) -> float:
+        found = values(scrape(server, METRICS_TOKEN), CALLS, operation=operation, outcome="200")
+        return sum(found)
+
+    with signed_in(server.url, people["operator"]) as console:
+        before = calls("GetTask"), calls("ListAttempts")
+        wizard_to_confirm(console, world["tasks"]["needs_review"], "review", review_values())
+        after = calls("GetTask"), calls("ListAttempts")
+    assert (after[0] - before[0], after[1] - before[1]) == (3, 1)  # verify, decide, confirm
+
+
 def test_open_websockets_gauge_follows_a_timeline_socket(
     metered: tuple[DaphneServer, FaultyProxy],
     world: dict[str, Any],

@@ -151,7 +151,7 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
     if mode is None:
         raise PermissionDenied
     if request.method == "GET":
-        task = await _read_task(request, task_id)
+        task = await _read_task(request, task_id, step_index=0)
         availability = wizard.availability(task, person)
         if not availability.allowed:
             context = {"wizard": wizard, "task": task, "availability": availability}
@@ -168,20 +168,21 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
     step_name = request.POST.get("step", "")
     index = names.index(step_name) if step_name in names else 0
     if request.POST.get("nav") == "back":
-        task = await _read_task(request, task_id)
-        return await _render(request, wizard, task, pin, step_index=max(0, index - 1), data=None)
+        back = max(0, index - 1)
+        task = await _read_task(request, task_id, step_index=back)
+        return await _render(request, wizard, task, pin, step_index=back, data=None)
 
     cleaned: dict[str, Any] = {}
     for position, step in enumerate(wizard.steps[: index + 1]):
         form = step.form(request.POST, **wizard.form_kwargs(request, pin, step.name))
         if not form.is_valid():
-            task = await _read_task(request, task_id)
+            task = await _read_task(request, task_id, step_index=position)
             return await _render(
                 request, wizard, task, pin, step_index=position, data=form, cleaned=cleaned
             )
         cleaned.update(form.cleaned_data)
     if index + 1 < len(wizard.steps):
-        task = await _read_task(request, task_id)
+        task = await _read_task(request, task_id, step_index=index + 1)
         return await _render(
             request, wizard, task, pin, step_index=index + 1, data=None, cleaned=cleaned
         )
@@ -238,9 +239,13 @@ async def _submit(
     return HttpResponseRedirect(reverse("console:submission", args=[submission.id]), status=303)
 
 
-async def _read_task(request: HttpRequest, task_id: str) -> Task:
-    """The task as it is now, with its attempts (kept on the request for the evidence step)."""
+async def _read_task(request: HttpRequest, task_id: str, *, step_index: int) -> Task:
+    """The task as it is now, for the page of step ``step_index``. The first step (verify)
+    also shows the evidence, the task's attempts: read then only, and kept on the request."""
     async with client(request) as orbit:
+        if step_index != 0:
+            request.wizard_attempts = None  # type: ignore[attr-defined]
+            return await orbit.get_task(task_id)
         task, attempts = await asyncio.gather(
             orbit.get_task(task_id), orbit.list_attempts(task_id, limit=50)
         )

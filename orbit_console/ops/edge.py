@@ -1,9 +1,15 @@
-"""Static files served at the ASGI edge, through WhiteNoise's file index.
+"""What is answered at the ASGI edge, before Django: static files and the liveness probe.
 
-WhiteNoise's Django middleware is synchronous; under ASGI a sync middleware pins every request
-to the single thread that also runs the embedded API's views, and a console view waiting on
-the API over HTTP would wait on itself. So the files are served here, before Django, with
+Static files: WhiteNoise's Django middleware is synchronous; under ASGI a sync middleware pins
+every request to the single thread that also runs the embedded API's views, and a console view
+waiting on the API over HTTP would wait on itself. So the files are served here, with
 WhiteNoise choosing the file, the compressed variant and the caching headers.
+
+Liveness (``GET /health/live``): "the process answers" is all it says (O7), so it is answered
+by the process's event loop without Django's handler and middleware, which cost four fifths
+of it (docs/performance.md). It still carries a fresh ``X-Request-Id``, like every answer.
+Probes are not access-logged: an orchestrator asks every few seconds and the lines would say
+nothing. ``/health/ready`` checks the database and the channel layer and stays a Django view.
 """
 
 import asyncio
@@ -11,6 +17,9 @@ from typing import Any
 
 from django.conf import settings
 from whitenoise.middleware import WhiteNoiseMiddleware
+
+from orbit_console.lib.ids import new_request_id
+from orbit_console.ops.middleware import REQUEST_ID_HEADER
 
 CHUNK = 64 * 1024
 _FORWARDED = {
@@ -21,13 +30,26 @@ _FORWARDED = {
 }
 
 
-class StaticFiles:
+LIVENESS_PATH = "/health/live"
+_LIVE_BODY = b'{"status":"live"}'
+_LIVE_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"content-length", str(len(_LIVE_BODY)).encode()),
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+]
+
+
+class Edge:
     def __init__(self, application: Any) -> None:
         self.application = application
         self.index = WhiteNoiseMiddleware(get_response=None)
         self.prefix = settings.STATIC_URL
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == LIVENESS_PATH:
+            await self._live(scope, send)
+            return
         if scope["type"] == "http" and scope["path"].startswith(self.prefix):
             static_file = (
                 self.index.find_file(scope["path"])
@@ -38,6 +60,17 @@ class StaticFiles:
                 await self._serve(static_file, scope, send)
                 return
         await self.application(scope, receive, send)
+
+    @staticmethod
+    async def _live(scope: dict[str, Any], send: Any) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            status, headers, body = 405, [(b"allow", b"GET, HEAD")], b""
+        else:
+            status, headers = 200, _LIVE_HEADERS
+            body = _LIVE_BODY if scope["method"] == "GET" else b""
+        headers = [*headers, (REQUEST_ID_HEADER.lower().encode(), new_request_id().encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     async def _serve(self, static_file: Any, scope: dict[str, Any], send: Any) -> None:
         meta = {

@@ -309,6 +309,8 @@ CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, min
 # A socket re-checks the person's access to the task against the API this often, and never
 # pushes on a check older than twice this (docs/timeline.md).
 TIMELINE_RECHECK_SECONDS = env_int("TIMELINE_RECHECK_SECONDS", 5, minimum=1)
+# How long the API's "this person's credential can read this task" is trusted (console/access.py).
+CONSOLE_ACCESS_SECONDS = env_int("CONSOLE_ACCESS_SECONDS", 5, minimum=1)
 # With an external Orbit: bounded polling of watched tasks (I4).
 TIMELINE_POLL_SECONDS = 1.0
 TIMELINE_POLL_MAX_SECONDS = 10.0

@@ -24,6 +24,9 @@ def entry_hash(event: ConsoleEvent) -> str:
         "created_at": format_utc(event.created_at),
         "prev_hash": event.prev_hash,
     }
+    if event.namespace_id:
+        # Entries from before the namespace was recorded keep the hash they were given.
+        content["namespace_id"] = event.namespace_id
     return hashlib.sha256(strictjson.canonical(content).encode()).hexdigest()
 
 

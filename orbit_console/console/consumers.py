@@ -11,8 +11,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
+from orbit_console.client import OutcomeUnknown
+from orbit_console.console.access import can_read_task
 from orbit_console.console.models import Proposal
-from orbit_console.console.people import SUPERVISOR, load_person
+from orbit_console.console.people import SUPERVISOR, Person, load_person
 from orbit_console.console.proposals import APPROVALS_GROUP, namespace_of, visible_proposals
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.timeline.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
@@ -50,22 +52,27 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         return self.user.groups.filter(name=SUPERVISOR).exists()
 
     @database_sync_to_async
-    def _push(self, proposal_id: str) -> tuple[bool, Proposal | None]:
-        """Whether the person is still a supervisor, and the proposal if it is one their queue
-        shows (their namespace's): one trip to the database thread per push."""
+    def _push(self, proposal_id: str) -> tuple[Person | None, Proposal | None]:
+        """The person if still a supervisor, and the proposal if it is one their queue shows
+        (their namespace's): one trip to the database thread per push."""
         person = load_person(self.user)
         if person is None or not person.has_role(SUPERVISOR):
-            return False, None
+            return None, None
         proposals = visible_proposals(namespace_of(person)).select_related("proposed_by")
-        return True, proposals.filter(id=proposal_id).first()
+        return person, proposals.filter(id=proposal_id).first()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
-        still_supervisor, proposal = await self._push(message["proposal_id"])
-        if not still_supervisor:
+        person, proposal = await self._push(message["proposal_id"])
+        if person is None:
             await self.close(code=CLOSE_FORBIDDEN)
             return
         if proposal is None:
             return
+        try:
+            if not await can_read_task(person, proposal.task_id):  # console/access.py
+                return
+        except OutcomeUnknown:
+            return  # fail closed: the page's next load shows it, once the API answers
         with translation.override(self.language), timezone.override(self.zone):
             html = render_to_string("console/partials/proposal_push.html", {"proposal": proposal})
         await self.send(text_data=html)

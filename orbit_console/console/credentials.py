@@ -20,10 +20,13 @@ def person_roles_set(*, user: User, roles: frozenset[str]) -> None:
 
 
 @transaction.atomic
-def person_enroll(*, user: User, roles: frozenset[str], namespace_id: str) -> OrbitCredential:
-    """Give ``user`` exactly ``roles`` and a credential of the embedded API for them."""
+def person_enroll(
+    *, user: User, roles: frozenset[str], namespace_id: str, queue_ids: frozenset[str] = frozenset()
+) -> OrbitCredential:
+    """Give ``user`` exactly ``roles`` and a credential of the embedded API for them, limited
+    to ``queue_ids`` when given (else the whole namespace)."""
     person_roles_set(user=user, roles=roles)
-    return mint_embedded(user=user, roles=roles, namespace_id=namespace_id)
+    return mint_embedded(user=user, roles=roles, namespace_id=namespace_id, queue_ids=queue_ids)
 
 
 def store_external_token(*, user: User, token: str, actor_id: str = "") -> OrbitCredential:
@@ -34,19 +37,25 @@ def store_external_token(*, user: User, token: str, actor_id: str = "") -> Orbit
             "actor_id": actor_id,
             "permissions": "",
             "namespace_id": "",
+            "queue_ids": "",
         },
     )
     return credential
 
 
-def mint_embedded(*, user: User, roles: frozenset[str], namespace_id: str) -> OrbitCredential:
+def mint_embedded(
+    *, user: User, roles: frozenset[str], namespace_id: str, queue_ids: frozenset[str] = frozenset()
+) -> OrbitCredential:
     """Issue a credential in the embedded ledger for the person's roles, revoking the one they
     held before, and store it."""
     from orbit_console.ledger.auth import hash_token
     from orbit_console.ledger.lifecycle import credential_issue, credential_revoke
-    from orbit_console.ledger.models import RECOVERY_PERMISSIONS, Credential, Namespace
+    from orbit_console.ledger.models import RECOVERY_PERMISSIONS, Credential, Namespace, Queue
 
     namespace = Namespace.objects.get(id=namespace_id)
+    queues = list(Queue.objects.filter(namespace=namespace, id__in=queue_ids))
+    if len(queues) != len(queue_ids):
+        raise ValueError("every queue must be a queue of the namespace")
     previous = OrbitCredential.objects.filter(user=user).first()
     if previous is not None:
         old = Credential.objects.filter(
@@ -60,6 +69,7 @@ def mint_embedded(*, user: User, roles: frozenset[str], namespace_id: str) -> Or
         actor_name=user.get_username(),
         permissions=permissions,
         recovery_access=bool(set(permissions) & RECOVERY_PERMISSIONS),
+        queues=queues,
     )
     credential, _ = OrbitCredential.objects.update_or_create(
         user=user,
@@ -68,6 +78,7 @@ def mint_embedded(*, user: User, roles: frozenset[str], namespace_id: str) -> Or
             "actor_id": issued.actor_id,
             "permissions": issued.permissions,
             "namespace_id": namespace.id,
+            "queue_ids": " ".join(sorted(queue_ids)),
         },
     )
     return credential

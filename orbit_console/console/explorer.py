@@ -24,6 +24,11 @@ _CURSOR_SALT = "orbit.console.explorer"
 
 @dataclass(frozen=True)
 class Filters:
+    """What the reader asked for, within the reader's credential's scope (``namespaces`` and,
+    when it is limited to some, ``queues``), never taken from the request (console/access.py)."""
+
+    namespaces: frozenset[str] = frozenset()
+    queues: frozenset[str] = frozenset()
     person: str = ""
     kind: str = ""
     outcome: str = ""
@@ -36,7 +41,7 @@ class Filters:
         described = {
             name: value
             for name, value in vars(self).items()
-            if value and name not in ("since", "until")
+            if value and name not in ("since", "until", "namespaces", "queues")
         }
         if self.since:
             described["since"] = format_utc(self.since)
@@ -46,7 +51,11 @@ class Filters:
 
 
 def events(filters: Filters) -> QuerySet[ConsoleEvent]:
-    rows = ConsoleEvent.objects.select_related("actor", "submission", "proposal")
+    rows = ConsoleEvent.objects.select_related("actor", "submission", "proposal").filter(
+        namespace_id__in=filters.namespaces - {""}
+    )
+    if filters.queues:
+        rows = rows.filter(queue_id__in=filters.queues)
     if filters.person:
         rows = rows.filter(actor__username=filters.person)
     if filters.kind:

@@ -24,10 +24,17 @@ class OrbitCredential(models.Model):
     # empty for a token issued elsewhere. The recovery API has the last word either way.
     permissions = models.CharField(max_length=200, blank=True)
     namespace_id = models.CharField(max_length=64, blank=True)
+    # Space-separated queue ids the credential is limited to; empty: its whole namespace.
+    queue_ids = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"Orbit credential of {self.user}"
+
+    @property
+    def queue_scope(self) -> frozenset[str]:
+        """The queues the credential is limited to; empty: the whole namespace."""
+        return frozenset(self.queue_ids.split())
 
 
 class SubmissionAction(models.TextChoices):
@@ -91,8 +98,9 @@ class Proposal(models.Model):
     action = models.CharField(max_length=8, choices=SubmissionAction.choices)
     task_id = models.CharField(max_length=64, db_index=True)
     queue_id = models.CharField(max_length=64, blank=True)
-    # The proposer's namespace when the console knows it (credentials it minted): supervisors'
-    # queues show the proposals of their own namespace.
+    # The task's namespace, as the API showed it when the decision was made (before the
+    # console kept that: the proposer's, when it minted their credential). Supervisors' queues
+    # show the proposals of their own namespace, then only those their credential can read.
     namespace_id = models.CharField(max_length=64, blank=True)
     expected_revision = models.CharField(max_length=24)
     idempotency_key = models.CharField(max_length=80, unique=True)
@@ -160,6 +168,9 @@ class Submission(models.Model):
     action = models.CharField(max_length=8, choices=SubmissionAction.choices)
     task_id = models.CharField(max_length=64, db_index=True)
     queue_id = models.CharField(max_length=64, blank=True)
+    # The task's namespace, as the API showed it when the decision was made: lists and
+    # exports filter on it in the database (console/access.py has the rule).
+    namespace_id = models.CharField(max_length=64, blank=True, default="")
     expected_revision = models.CharField(max_length=24)
     idempotency_key = models.CharField(max_length=80, unique=True)
     body = models.TextField()
@@ -235,6 +246,9 @@ class ConsoleEvent(models.Model):
     kind = models.CharField(max_length=40)
     task_id = models.CharField(max_length=64, blank=True)
     queue_id = models.CharField(max_length=64, blank=True)
+    # The namespace of the task (of the exporting person's credential for an export); empty
+    # only on entries recorded before the console kept it, which no explorer shows.
+    namespace_id = models.CharField(max_length=64, blank=True, default="")
     submission = models.ForeignKey(
         Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
@@ -253,6 +267,9 @@ class ConsoleEvent(models.Model):
         indexes = [
             models.Index(fields=["task_id", "created_at", "id"], name="console_event_task"),
             models.Index(fields=["created_at", "id"], name="console_event_time"),
+            models.Index(
+                fields=["namespace_id", "created_at", "id"], name="console_event_namespace"
+            ),
         ]
 
     def __str__(self) -> str:

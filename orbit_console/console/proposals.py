@@ -18,13 +18,17 @@ from django.utils.translation import gettext as _
 
 from orbit_console.console.models import (
     Approval,
-    OrbitCredential,
     Proposal,
     ProposalState,
     Submission,
 )
 from orbit_console.console.people import SUPERVISOR, Person
-from orbit_console.console.submissions import decision_slot, record_event, submission_create
+from orbit_console.console.submissions import (
+    credential_namespace,
+    decision_slot,
+    record_event,
+    submission_create,
+)
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import publish_on_commit
 
@@ -43,7 +47,8 @@ def namespace_of(person: Person) -> str:
 
 def visible_proposals(namespace_id: str) -> QuerySet[Proposal]:
     """Proposals a supervisor of ``namespace_id`` is shown: their namespace's, and those whose
-    namespace the console does not know. Every page and decision also asks the API."""
+    namespace the console does not know. Pages and pushes then keep only those whose task the
+    supervisor's credential can read (console/access.py)."""
     proposals = Proposal.objects.all()
     if namespace_id:
         proposals = proposals.filter(namespace_id__in=[namespace_id, ""])
@@ -68,15 +73,13 @@ def proposal_create(
     body: str,
     proposed_by: User,
     queue_id: str = "",
+    namespace_id: str | None = None,
 ) -> Proposed:
     """Store a proposal: request body, pinned revision and idempotency key, fixed from now on.
-    One live proposal per task revision: a second one returns the first (``created=False``)."""
-    namespace_id = (
-        OrbitCredential.objects.filter(user=proposed_by)
-        .values_list("namespace_id", flat=True)
-        .first()
-        or ""
-    )
+    One live proposal per task revision: a second one returns the first (``created=False``).
+    ``namespace_id`` is the task's; by default the namespace of the proposer's credential."""
+    if namespace_id is None:
+        namespace_id = credential_namespace(proposed_by)
     fields = {
         "action": action,
         "task_id": task_id,

@@ -61,13 +61,19 @@ def submission_create(
     body: str,
     created_by: User,
     queue_id: str = "",
+    namespace_id: str | None = None,
     sent_as: User | None = None,
     proposal: Proposal | None = None,
     note: str = "",
 ) -> Created:
     """Store a decision before it is sent. One decision per task revision: a second one for
     the same revision returns the first instead (``created=False``). An approved proposal's
-    submission reuses the key the proposal stored when it was made."""
+    submission reuses the key the proposal stored when it was made.
+
+    ``namespace_id`` is the task's; by default the proposal's, else the namespace of the
+    creator's credential."""
+    if namespace_id is None:
+        namespace_id = proposal.namespace_id if proposal else credential_namespace(created_by)
     now = timezone.now()
     submission_id = new_id()
     slot = decision_slot(task_id, expected_revision)
@@ -79,6 +85,7 @@ def submission_create(
                 action=action,
                 task_id=task_id,
                 queue_id=queue_id,
+                namespace_id=namespace_id,
                 expected_revision=expected_revision,
                 idempotency_key=key,
                 body=body,
@@ -122,6 +129,7 @@ def record_event(
                 kind=kind,
                 task_id=subject.task_id,
                 queue_id=subject.queue_id,
+                namespace_id=subject.namespace_id,
                 submission=submission,
                 proposal=proposal,
                 actor=actor,
@@ -135,11 +143,25 @@ def record_event(
 
 
 def record_export(*, actor: User, note: str) -> ConsoleEvent:
-    """An export of the console's record is itself recorded, with its filter and time."""
+    """An export of the console's record is itself recorded, with its filter and time, in the
+    namespace of the exporting person's credential (whose auditors see it)."""
     with transaction.atomic():
         return chain.append(
-            ConsoleEvent(kind="audit.exported", actor=actor, note=note, created_at=timezone.now())
+            ConsoleEvent(
+                kind="audit.exported",
+                actor=actor,
+                note=note,
+                namespace_id=credential_namespace(actor),
+                created_at=timezone.now(),
+            )
         )
+
+
+def credential_namespace(user: User) -> str:
+    """The namespace of the person's Orbit credential, when the console knows it ("" for a
+    token issued elsewhere)."""
+    found = OrbitCredential.objects.filter(user=user).values_list("namespace_id", flat=True)
+    return found.first() or ""
 
 
 # --- Sending ----------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ and DELETE on ``table``: on SQLite ``RAISE(ABORT, ...)``, on MySQL/MariaDB ``SIG
 change such rows, and the hash chains show that they did (``manage.py audit verify``).
 """
 
+from collections.abc import Callable
+
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
@@ -40,12 +42,27 @@ def create_statements(vendor: str, table: str) -> list[str]:
 
 
 def append_only(table: str) -> migrations.RunPython:
-    def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    create, drop = _triggers(table)
+    return migrations.RunPython(create, drop, atomic=False, elidable=False)
+
+
+def lift_append_only(table: str) -> migrations.RunPython:
+    """The inverse of ``append_only``: for a migration that must alter the table (adding a
+    column can rebuild it), between this and a new ``append_only``."""
+    create, drop = _triggers(table)
+    return migrations.RunPython(drop, create, atomic=False, elidable=False)
+
+
+type _Step = Callable[[StateApps, BaseDatabaseSchemaEditor], None]
+
+
+def _triggers(table: str) -> tuple[_Step, _Step]:
+    def create(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
         for statement in create_statements(schema_editor.connection.vendor, table):
             schema_editor.execute(statement)
 
-    def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    def drop(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
         for statement in drop_statements(table):
             schema_editor.execute(statement)
 
-    return migrations.RunPython(forwards, backwards, atomic=False, elidable=False)
+    return create, drop

@@ -650,7 +650,9 @@ def test_auditors_are_read_only_even_with_crafted_requests(
     ):
         path = f"/tasks/{task_id}/{action}"
         assert auditor.get(path).status_code == 403, path
-        pin = Pin(action, task_id, REVIEW_REVISION, 10_000, world["queue_id"]).dumps()
+        pin = Pin(
+            action, task_id, REVIEW_REVISION, 10_000, world["queue_id"], world["namespace_id"]
+        ).dumps()
         crafted = [
             ("csrfmiddlewaretoken", token),
             ("pin", pin),

@@ -4,6 +4,7 @@ committed. Each ends, by a person's resend or by the reconciler, in exactly one 
 record and the original receipt; the stored request never changes."""
 
 import re
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -400,6 +401,34 @@ def test_resend_after_someone_else_decided_is_a_definite_conflict_I6(
     assert (submission.state, submission.error_code) == ("rejected", "STATE_CONFLICT")
     assert request_of(submission_id) == stored
     assert len(audits(task_id)) == 1  # only the other decision
+
+
+def test_while_the_api_is_down_only_the_submitter_still_sees_a_submission(
+    operator: Console,
+    proxied_console: DaphneServer,
+    faulty_proxy: FaultyProxy,
+    world: dict[str, Any],
+    settings: Any,
+) -> None:
+    """Issue 13: who may see a submission is the API's answer (console/access.py). With no
+    answer, the console fails closed (503), except for the person who made the decision, who
+    still sees it and how to send it again."""
+    task_id = world["tasks"]["needs_review"]
+    submission_id, _ = submit_while(operator, faulty_proxy, task_id, "review", "refuse_writes")
+    colleague = make_person(world, "operator")
+    faulty_proxy.set_mode("down")
+    try:
+        time.sleep(settings.CONSOLE_ACCESS_SECONDS)  # the answers given before have aged out
+        mine = operator.get(f"/submissions/{submission_id}")
+        with signed_in(proxied_console.url, colleague) as other:
+            theirs = other.get(f"/submissions/{submission_id}")
+    finally:
+        faulty_proxy.set_mode("pass")
+    assert mine.status_code == 200
+    assert "Send the identical request again" in text_of(mine.text)
+    assert theirs.status_code == 503
+    reason = strictjson.loads(Submission.objects.get(id=submission_id).body)["reason"]
+    assert reason in text_of(mine.text) and reason not in text_of(theirs.text)
 
 
 def test_unreachable_api_is_explained_on_read_pages(

@@ -89,8 +89,9 @@ def test_review_wizard_starts_at_verify_with_a_signed_pin(
     pin = form.value("pin")
     assert pin is not None
     pinned = signing.loads(pin, salt=PIN_SALT)
-    # Action, task, the revision shown, the frozen attempt timeout and the task's queue.
-    assert pinned == ["review", task_id, "3", 10000, world["queue_id"]]
+    # Action, task, the revision shown, the frozen attempt timeout, the task's queue and
+    # namespace (which go with the decision into the console's records).
+    assert pinned == ["review", task_id, "3", 10000, world["queue_id"], world["namespace_id"]]
     assert "Pinned revision 3" in text_of(page.text)
     assert {"checked_history", "checked_late_evidence", "checked_external", "checked_lease"} <= set(
         form.names

@@ -20,9 +20,17 @@ class TestPerson:
     roles: frozenset[str]
 
 
-def make_person(world: dict[str, Any], *roles: str, name: str | None = None) -> TestPerson:
+def make_person(
+    world: dict[str, Any],
+    *roles: str,
+    name: str | None = None,
+    queue_ids: frozenset[str] = frozenset(),
+) -> TestPerson:
+    """With ``queue_ids``, the person's credential covers only those queues of the world."""
     username = name or f"{'-'.join(roles)}-{secrets.token_hex(4)}"
     password = secrets.token_urlsafe(12)
     user = User.objects.create_user(username=username, password=password)
-    person_enroll(user=user, roles=frozenset(roles), namespace_id=world["namespace_id"])
+    person_enroll(
+        user=user, roles=frozenset(roles), namespace_id=world["namespace_id"], queue_ids=queue_ids
+    )
     return TestPerson(username=username, password=password, user=user, roles=frozenset(roles))

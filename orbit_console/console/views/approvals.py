@@ -1,5 +1,7 @@
 """Four eyes: the supervisors' approvals queue, a proposal's page, and its decisions."""
 
+import asyncio
+
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -9,6 +11,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from orbit_console.client import Task
+from orbit_console.console.access import can_read_task, require_task_access
 from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, Submission
 from orbit_console.console.people import SUPERVISOR, Person
 from orbit_console.console.proposals import (
@@ -22,7 +25,6 @@ from orbit_console.console.proposals import (
 from orbit_console.console.submissions import submission_send
 from orbit_console.console.views.common import (
     arender,
-    client,
     console_view,
     requires_role,
     task_now,
@@ -38,7 +40,11 @@ RECENT = 20
 async def approvals_queue(request: HttpRequest) -> HttpResponse:
     person: Person = request.person  # type: ignore[attr-defined]
     pending, recent = await sync_to_async(_queue)(namespace_of(person))
-    context = {"pending": pending, "recent": recent}
+    readable = await _readable_tasks(person, {p.task_id for p in [*pending, *recent]})
+    context = {
+        "pending": [p for p in pending if p.task_id in readable],
+        "recent": [p for p in recent if p.task_id in readable],
+    }
     template = "console/approvals.html#rows" if request.htmx else "console/approvals.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)
 
@@ -49,6 +55,13 @@ def _queue(namespace_id: str) -> tuple[list[Proposal], list[Proposal]]:
     decided = proposals.exclude(state=ProposalState.PENDING).select_related("submission")
     recent = list(decided.order_by("-decided_at")[:RECENT])
     return pending, recent
+
+
+async def _readable_tasks(person: Person, task_ids: set[str]) -> set[str]:
+    """Those of ``task_ids`` the person's credential can read (console/access.py)."""
+    ordered = sorted(task_ids)
+    answers = await asyncio.gather(*(can_read_task(person, task_id) for task_id in ordered))
+    return {task_id for task_id, readable in zip(ordered, answers, strict=True) if readable}
 
 
 def _load(proposal_id: str) -> tuple[Proposal, list[ConsoleEvent], Submission | None]:
@@ -71,6 +84,7 @@ def _load(proposal_id: str) -> tuple[Proposal, list[ConsoleEvent], Submission | 
 async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpResponse:
     proposal, events, submission = await sync_to_async(_load)(proposal_id)
     person: Person = request.person  # type: ignore[attr-defined]
+    await require_task_access(person, proposal.task_id, what="proposal")
     current, current_error = await task_now(request, proposal.task_id)
     context = {
         "proposal": proposal,
@@ -115,7 +129,7 @@ async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpR
     if not person.has_role(SUPERVISOR):
         raise PermissionDenied
     note = request.POST.get("note", "")[:1024]
-    await _require_task_access(request, proposal_id)
+    await _require_proposal_access(person, proposal_id)
     try:
         submission = await sync_to_async(proposal_approve)(
             proposal_id=proposal_id,
@@ -140,6 +154,7 @@ async def proposal_reject_view(request: HttpRequest, proposal_id: str) -> HttpRe
     person: Person = request.person  # type: ignore[attr-defined]
     if not person.has_role(SUPERVISOR):
         raise PermissionDenied
+    await _require_proposal_access(person, proposal_id)
     try:
         await sync_to_async(
             proposal_reject
@@ -161,6 +176,7 @@ async def proposal_withdraw_view(request: HttpRequest, proposal_id: str) -> Http
     person: Person = request.person  # type: ignore[attr-defined]
     if person.read_only:
         raise PermissionDenied
+    await _require_proposal_access(person, proposal_id)
     try:
         await sync_to_async(proposal_withdraw)(
             proposal_id=proposal_id,
@@ -173,16 +189,15 @@ async def proposal_withdraw_view(request: HttpRequest, proposal_id: str) -> Http
     return _back(proposal_id)
 
 
-async def _require_task_access(request: HttpRequest, proposal_id: str) -> None:
-    """A supervisor decides only proposals about tasks their own credential can read: the API
-    answers 404 otherwise, and the proposal stays untouched (console_view shows not found)."""
+async def _require_proposal_access(person: Person, proposal_id: str) -> None:
+    """Every decision on a proposal (approve, reject, withdraw) is taken only by a person whose
+    credential can read its task: otherwise 404, and the proposal stays untouched."""
     proposal = (
         await Proposal.objects.filter(id=proposal_id).afirst() if is_id(proposal_id) else None
     )
     if proposal is None:
         raise Http404("no such proposal")
-    async with client(request) as orbit:
-        await orbit.get_task(proposal.task_id)
+    await require_task_access(person, proposal.task_id, what="proposal")
 
 
 def _back(proposal_id: str) -> HttpResponse:

@@ -27,12 +27,17 @@ RENDERS: dict[str, type[explorer.CsvRender] | type[explorer.JsonLinesRender]] = 
 
 
 def _filters(request: HttpRequest) -> tuple[ExplorerFilters, explorer.Filters | None]:
-    """The filters, or ``None`` when they do not validate (the form then shows why)."""
+    """The filters, or ``None`` when they do not validate (the form then shows why). Whatever
+    was asked, only the namespace of the reader's credential is read."""
     form = ExplorerFilters(request.GET or None)
     if request.GET and not form.is_valid():
         return form, None
     data = form.cleaned_data if request.GET else {}
+    person: Person = request.person  # type: ignore[attr-defined]
+    credential = person.credential
     return form, explorer.Filters(
+        namespaces=frozenset({credential.namespace_id} if credential else ()),
+        queues=credential.queue_scope if credential else frozenset(),
         person=data.get("person") or "",
         kind=data.get("kind") or "",
         outcome=data.get("outcome") or "",

@@ -8,6 +8,8 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from orbit_console.client import OutcomeUnknown
+from orbit_console.console.access import require_task_access
 from orbit_console.console.models import ConsoleEvent, Submission
 from orbit_console.console.people import Person
 from orbit_console.console.submissions import submission_send
@@ -32,6 +34,7 @@ def _load(submission_id: str) -> tuple[Submission, list[ConsoleEvent]]:
 async def submission_detail(request: HttpRequest, submission_id: str) -> HttpResponse:
     submission, events = await sync_to_async(_load)(submission_id)
     person: Person = request.person  # type: ignore[attr-defined]
+    await _require_access(person, submission)
     current, current_error = await task_now(request, submission.task_id)
     context = {
         "submission": submission,
@@ -41,6 +44,16 @@ async def submission_detail(request: HttpRequest, submission_id: str) -> HttpRes
         "can_resend": _can_resend(person, submission),
     }
     return await arender(request, "console/submission.html", context)
+
+
+async def _require_access(person: Person, submission: Submission) -> None:
+    """The rule of console/access.py, with one exception for an API that does not answer: the
+    people who made or sent a decision still see it, and may send it again (docs/access.md)."""
+    try:
+        await require_task_access(person, submission.task_id, what="submission")
+    except OutcomeUnknown:
+        if person.user.pk not in (submission.created_by_id, submission.sent_as_id):
+            raise
 
 
 def _can_resend(person: Person, submission: Submission) -> bool:
@@ -53,6 +66,7 @@ async def submission_resend(request: HttpRequest, submission_id: str) -> HttpRes
     """Send the identical stored request again (same key, same body, C9)."""
     submission, _events = await sync_to_async(_load)(submission_id)
     person: Person = request.person  # type: ignore[attr-defined]
+    await _require_access(person, submission)
     if person.read_only or submission.sent_as_id != person.user.pk:
         raise PermissionDenied
     if submission.is_open:

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_http_methods
 
 from orbit_console.client import RetryTaskRequest, ReviewTaskRequest, Task
 from orbit_console.console import forms as wizard_forms
+from orbit_console.console.access import require_task_access
 from orbit_console.console.availability import (
     PROPOSE,
     Availability,
@@ -156,11 +157,19 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
         if not availability.allowed:
             context = {"wizard": wizard, "task": task, "availability": availability}
             return await arender(request, "console/wizard_unavailable.html", context, status=409)
-        first = Pin(wizard.action, task.id, task.revision, _attempt_timeout_ms(task), task.queue_id)
+        first = Pin(
+            wizard.action,
+            task.id,
+            task.revision,
+            _attempt_timeout_ms(task),
+            task.queue_id,
+            task.namespace_id,
+        )
         return await _render(request, wizard, task, first, step_index=0, data=None)
 
     pinned = Pin.read(request.POST.get("pin", ""), wizard, task_id)
     if pinned is None:
+        await require_task_access(person, task_id)  # the page to start again from is theirs
         messages.warning(request, _("The wizard's page was out of date; it has started again."))
         return HttpResponseRedirect(request.path)
     pin = pinned
@@ -201,6 +210,7 @@ async def _propose(
         action=wizard.action,
         task_id=pin.task_id,
         queue_id=pin.queue_id,
+        namespace_id=pin.namespace_id,
         expected_revision=pin.revision,
         body=wizard.build_body(pin.revision, cleaned),
         proposed_by=request.user,  # type: ignore[arg-type]
@@ -223,6 +233,7 @@ async def _submit(
         action=wizard.action,
         task_id=pin.task_id,
         queue_id=pin.queue_id,
+        namespace_id=pin.namespace_id,
         expected_revision=pin.revision,
         body=wizard.build_body(pin.revision, cleaned),
         created_by=request.user,  # type: ignore[arg-type]
@@ -260,16 +271,25 @@ def _attempt_timeout_ms(task: Task) -> int:
 @dataclass(frozen=True)
 class Pin:
     """What the first step saw, signed into the form so that it cannot drift: the decision is
-    pinned to this revision, and a retry's budget to this attempt timeout."""
+    pinned to this revision, and a retry's budget to this attempt timeout. The task's queue and
+    namespace go with the decision into the console's records."""
 
     action: str
     task_id: str
     revision: str
     attempt_timeout_ms: int
     queue_id: str
+    namespace_id: str
 
     def dumps(self) -> str:
-        fields = [self.action, self.task_id, self.revision, self.attempt_timeout_ms, self.queue_id]
+        fields = [
+            self.action,
+            self.task_id,
+            self.revision,
+            self.attempt_timeout_ms,
+            self.queue_id,
+            self.namespace_id,
+        ]
         return signing.dumps(fields, salt=_PIN_SALT)
 
     @classmethod

@@ -1,0 +1,67 @@
+"""The supervisors' live approvals queue (``/ws/approvals``) under ``WebsocketCommunicator``, in
+this process: a new proposal is pushed only to supervisors whose credential can read its task
+(issue 13; console/access.py). The proposal is made here, so that its on-commit publish reaches
+the sockets through this process's channel layer; the access checks go over HTTP to the real
+recovery API of ``orbit_server``."""
+
+import asyncio
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from orbit_console.asgi import application
+from orbit_console.console.proposals import proposal_create
+from orbit_console.ledger.models import Queue
+from orbit_console.ledger.seed import seed_world
+from tests.support.people import TestPerson, make_person
+from tests.support.servers import DaphneServer
+from tests.timeline.helpers import session_cookie, socket_headers
+
+ORIGIN = "http://127.0.0.1"
+RECEIVE_TIMEOUT = 20  # two cores and other suites at once: generous, never a timing assertion
+
+
+def approvals_socket(person: TestPerson) -> WebsocketCommunicator:
+    headers = socket_headers(origin=ORIGIN, session=session_cookie(person.user))
+    return WebsocketCommunicator(application, "/ws/approvals", headers=headers)
+
+
+def test_a_proposal_is_pushed_only_to_supervisors_who_can_read_its_task(
+    settings: SettingsWrapper, orbit_server: DaphneServer, world: dict[str, Any], live_db: None
+) -> None:
+    settings.ORBIT_API_URL = orbit_server.url
+    reports = Queue.objects.get(namespace_id=world["namespace_id"], name="reports")
+    own = make_person(world, "supervisor")
+    outsiders = [
+        make_person(seed_world(label="approvals-other"), "supervisor"),
+        make_person(world, "supervisor", queue_ids=frozenset({reports.id})),
+    ]
+    operator = make_person(world, "operator")
+
+    def propose() -> str:
+        return proposal_create(
+            action="review",
+            task_id=world["tasks"]["needs_review"],
+            queue_id=world["queue_id"],
+            namespace_id=world["namespace_id"],
+            expected_revision="3",
+            body=json.dumps({"reason": "pushed to whom?"}),
+            proposed_by=operator.user,
+        ).proposal.id
+
+    async def scenario() -> None:
+        sockets = [approvals_socket(person) for person in [own, *outsiders]]
+        for socket in sockets:
+            assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
+        proposal_id = await sync_to_async(propose)()
+        assert proposal_id in await sockets[0].receive_from(timeout=RECEIVE_TIMEOUT)
+        # The push reached the supervisor who may see it: the others had theirs decided by now.
+        for socket in sockets[1:]:
+            assert await socket.receive_nothing(timeout=1)
+        for socket in sockets:
+            await socket.disconnect()
+
+    asyncio.run(scenario())

@@ -1,0 +1,359 @@
+"""The authorisation matrix (issue 13): every URL and WebSocket route of the console, for every
+kind of person, over real HTTP against a real server.
+
+The routes are collected from the URL resolvers and the WebSocket routing, so a new view that
+is not in the matrix fails ``test_every_route_is_in_the_matrix`` until someone decides what it
+answers to whom. The people, all with the three roles where a role matters:
+
+- own namespace: an operator, a supervisor and an auditor of the namespace the things belong
+  to — each gets the status the matrix names for its role;
+- outsiders: the same roles in another namespace, people of the same namespace whose credential
+  covers another queue only, and people with roles but no credential. On a route about one
+  task they get 403 or 404 and change nothing; on a list they see nothing of the namespace.
+- signed out: sent to the sign-in page (GET) or refused (POST).
+
+Every outsider's answer is searched for the namespace's secrets (a reason written into its
+proposal, its people's names, the ids of its submissions and proposals); none may appear.
+"""
+
+import itertools
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from django.contrib.auth.models import User
+from django.urls import URLPattern, URLResolver, get_resolver
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+from websockets.typing import Origin
+
+from orbit_console.console.models import ConsoleEvent, OrbitCredential, Proposal, Submission
+from orbit_console.console.proposals import proposal_create
+from orbit_console.console.submissions import submission_create
+from orbit_console.ledger.models import OperationAudit, Queue
+from orbit_console.routing import websocket_urlpatterns
+from tests.console.web import Console, signed_in
+from tests.support.people import TestPerson, make_person
+from tests.support.servers import DaphneServer
+from tests.timeline.helpers import session_cookie
+
+ROLES = ("operator", "supervisor", "auditor")
+OUTSIDERS = ("other-namespace", "other-queue", "no-credential")
+NOT_FOUND_OR_FORBIDDEN = frozenset({403, 404})
+
+# Routes that are not the console's to scope: the recovery API (bearer tokens; C3 and C4 are
+# tested in tests/ledger) and what every visitor may reach.
+API_NAMESPACE = "api"
+PUBLIC = {"login", "logout", "set_language", "health-live", "health-ready", "metrics"}
+
+
+@dataclass(frozen=True)
+class Route:
+    """One console route: its path (``{task}``, ``{failed}``, ``{operation}``, ``{proposal}``,
+    ``{submission}`` filled from the namespace's things), and per method the status each role
+    of the namespace gets. ``scoped``: about one task (outsiders get 403/404); otherwise a list,
+    filtered to what the person may see."""
+
+    path: str
+    expect: dict[str, dict[str, int]]
+    scoped: bool = True
+    form: tuple[tuple[str, str], ...] = ()
+
+
+def every(status: int) -> dict[str, int]:
+    return dict.fromkeys(ROLES, status)
+
+
+ROUTES: dict[str, Route] = {
+    "console:work_queue": Route("/", {"GET": every(200)}, scoped=False),
+    "console:task": Route("/tasks/{task}", {"GET": every(200)}),
+    "console:review": Route(
+        "/tasks/{task}/review",
+        {
+            "GET": {"operator": 200, "supervisor": 200, "auditor": 403},
+            # No pin: the wizard starts again (a redirect), it decides nothing.
+            "POST": {"operator": 302, "supervisor": 302, "auditor": 403},
+        },
+    ),
+    "console:retry": Route(
+        "/tasks/{failed}/retry",
+        {
+            "GET": {"operator": 200, "supervisor": 200, "auditor": 403},
+            "POST": {"operator": 302, "supervisor": 302, "auditor": 403},
+        },
+    ),
+    "console:submission": Route("/submissions/{submission}", {"GET": every(200)}),
+    "console:submission_resend": Route(
+        "/submissions/{submission}/resend",
+        # Only the person it is sent as resends it.
+        {"POST": {"operator": 303, "supervisor": 403, "auditor": 403}},
+    ),
+    "console:audit": Route(
+        "/audit", {"GET": {"operator": 403, "supervisor": 200, "auditor": 200}}, scoped=False
+    ),
+    "console:audit_export": Route(
+        "/audit/export.jsonl",
+        {"GET": {"operator": 403, "supervisor": 200, "auditor": 200}},
+        scoped=False,
+    ),
+    "console:operation": Route(
+        "/tasks/{task}/operations/{operation}",
+        # The platform's audit detail needs tasks:audit:read: the API refuses the others.
+        {"GET": {"operator": 403, "supervisor": 403, "auditor": 200}},
+    ),
+    "console:approvals": Route(
+        "/approvals", {"GET": {"operator": 403, "supervisor": 200, "auditor": 403}}, scoped=False
+    ),
+    "console:proposal": Route("/proposals/{proposal}", {"GET": every(200)}),
+    "console:proposal_approve": Route(
+        "/proposals/{proposal}/approve",
+        {"POST": {"operator": 403, "supervisor": 303, "auditor": 403}},
+    ),
+    "console:proposal_reject": Route(
+        "/proposals/{proposal}/reject",
+        {"POST": {"operator": 403, "supervisor": 303, "auditor": 403}},
+        form=(("reason", "Not convinced"),),
+    ),
+    "console:proposal_withdraw": Route(
+        "/proposals/{proposal}/withdraw",
+        # The proposer withdraws; a supervisor is told they cannot (on the proposal's page).
+        {"POST": {"operator": 303, "supervisor": 303, "auditor": 403}},
+    ),
+    "timeline:older": Route("/tasks/{task}/timeline/older", {"GET": every(200)}),
+    "timeline:latest": Route("/tasks/{task}/timeline/latest", {"GET": every(200)}),
+}
+
+SOCKETS = {
+    "ws/tasks/<str:task_id>/timeline": "/ws/tasks/{task}/timeline",
+    "ws/approvals": "/ws/approvals",
+}
+
+
+# --- The routes --------------------------------------------------------------------------------
+
+
+def url_names(resolvers: list[Any] | None = None, prefix: str = "") -> Iterator[str]:
+    """Every route of the URL conf, as ``namespace:name`` (or its pattern when unnamed)."""
+    for entry in resolvers if resolvers is not None else get_resolver().url_patterns:
+        if isinstance(entry, URLResolver):
+            namespace = f"{prefix}{entry.namespace}:" if entry.namespace else prefix
+            yield from url_names(entry.url_patterns, namespace)
+        elif isinstance(entry, URLPattern):
+            yield f"{prefix}{entry.name}" if entry.name else f"{prefix}<{entry.pattern}>"
+
+
+def test_every_route_is_in_the_matrix() -> None:
+    """A route nobody placed in the matrix fails here: say what it answers to whom."""
+    unplaced = {
+        name
+        for name in url_names()
+        if name not in ROUTES and name not in PUBLIC and not name.startswith(f"{API_NAMESPACE}:")
+    }
+    assert unplaced == set()
+    assert {str(route.pattern) for route in websocket_urlpatterns} == set(SOCKETS)
+
+
+# --- The namespace's things, and its people ---------------------------------------------------
+
+
+@dataclass
+class Things:
+    world: dict[str, Any]
+    operator: TestPerson
+    secret: str
+    made: list[str] = field(default_factory=list)  # ids of proposals and submissions
+    revisions: Iterator[int] = field(default_factory=lambda: itertools.count(100))
+
+    def fresh(self) -> dict[str, str]:
+        """A pending proposal and an open, never-sent submission of the operator's, each in a
+        decision slot of its own, plus the ids every path needs."""
+        world, user = self.world, self.operator.user
+        body = json.dumps({"reason": self.secret})
+        proposal = proposal_create(
+            action="review",
+            task_id=world["tasks"]["needs_review_2"],
+            queue_id=world["queue_id"],
+            namespace_id=world["namespace_id"],
+            expected_revision=str(next(self.revisions)),
+            body=body,
+            proposed_by=user,
+        ).proposal
+        submission = submission_create(
+            action="review",
+            task_id=world["tasks"]["needs_review"],
+            queue_id=world["queue_id"],
+            namespace_id=world["namespace_id"],
+            expected_revision=str(next(self.revisions)),
+            body=body,
+            created_by=user,
+        ).submission
+        self.made += [proposal.id, submission.id]
+        task = world["tasks"]["needs_review"]
+        return {
+            "task": task,
+            "failed": world["tasks"]["failed"],
+            "operation": OperationAudit.objects.filter(task_id=task).values_list("id", flat=True)[
+                0
+            ],
+            "proposal": proposal.id,
+            "submission": submission.id,
+        }
+
+    def state(self) -> tuple[Any, ...]:
+        """What an outsider must not change: the namespace's proposals, submissions and record."""
+        namespace_id = self.world["namespace_id"]
+        return (
+            sorted(Proposal.objects.filter(id__in=self.made).values_list("id", "state")),
+            sorted(Submission.objects.filter(id__in=self.made).values_list("id", "send_count")),
+            # An export is recorded where its reader belongs, which may be this namespace.
+            ConsoleEvent.objects.filter(namespace_id=namespace_id)
+            .exclude(kind="audit.exported")
+            .count(),
+        )
+
+    def secrets_in(self, html: str, path: str) -> list[str]:
+        """Which of the namespace's secrets ``html`` shows (ids in ``path`` itself excepted)."""
+        found = [self.secret, self.operator.username] + [i for i in self.made if i not in path]
+        return [secret for secret in found if secret in html]
+
+
+@pytest.fixture(scope="module")
+def things(django_db_setup: None, django_db_blocker: Any) -> Iterator[Things]:
+    from orbit_console.ledger.seed import seed_world
+
+    with django_db_blocker.unblock():
+        world = seed_world(label="matrix")
+        secret = f"matrix-secret-{secrets.token_hex(6)}"
+        yield Things(world, make_person(world, "operator"), secret)
+
+
+def person(things: Things, kind: str, role: str) -> TestPerson:
+    """A person of ``kind`` (own, or one of OUTSIDERS) holding ``role``."""
+    from orbit_console.ledger.seed import seed_world
+
+    world = things.world
+    if kind == "own":
+        return things.operator if role == "operator" else make_person(world, role)
+    if kind == "other-namespace":
+        return make_person(seed_world(label="matrix-other"), role)
+    if kind == "other-queue":
+        other = Queue.objects.get(namespace_id=world["namespace_id"], name="reports")
+        return make_person(world, role, queue_ids=frozenset({other.id}))
+    assert kind == "no-credential"
+    someone = make_person(world, role)
+    OrbitCredential.objects.filter(user=someone.user).delete()
+    return someone
+
+
+def ask(console: Console, method: str, path: str, form: tuple[tuple[str, str], ...]) -> Any:
+    if method == "GET":
+        return console.get(path)
+    return console.post(path, [("csrfmiddlewaretoken", console.csrf_token()), *form])
+
+
+# --- HTTP ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_people_of_the_namespace_get_what_their_role_allows(
+    orbit_server: DaphneServer, things: Things, role: str, live_db: None
+) -> None:
+    wrong: list[str] = []
+    with signed_in(orbit_server.url, person(things, "own", role)) as console:
+        for name, route in ROUTES.items():
+            for method, statuses in route.expect.items():
+                path = route.path.format(**things.fresh())
+                answer = ask(console, method, path, route.form)
+                if answer.status_code != statuses[role]:
+                    wrong.append(f"{method} {name}: {answer.status_code}, not {statuses[role]}")
+    assert wrong == []
+
+
+@pytest.mark.parametrize(("kind", "role"), list(itertools.product(OUTSIDERS, ROLES)))
+def test_outsiders_get_nothing_and_change_nothing(
+    orbit_server: DaphneServer, things: Things, kind: str, role: str, live_db: None
+) -> None:
+    wrong: list[str] = []
+    with signed_in(orbit_server.url, person(things, kind, role)) as console:
+        for name, route in ROUTES.items():
+            for method, statuses in route.expect.items():
+                path = route.path.format(**things.fresh())
+                before = things.state()
+                answer = ask(console, method, path, route.form)
+                allowed = NOT_FOUND_OR_FORBIDDEN if route.scoped else {statuses[role], 403}
+                if answer.status_code not in allowed:
+                    wrong.append(f"{method} {name}: {answer.status_code}")
+                if leaked := things.secrets_in(answer.text, path):
+                    wrong.append(f"{method} {name} shows {leaked}")
+                if things.state() != before:
+                    wrong.append(f"{method} {name} changed something")
+    assert wrong == []
+
+
+def test_signed_out_visitors_are_sent_to_sign_in(
+    orbit_server: DaphneServer, things: Things, live_db: None
+) -> None:
+    wrong: list[str] = []
+    with httpx.Client(base_url=orbit_server.url, timeout=60) as visitor:
+        for name, route in ROUTES.items():
+            for method in route.expect:
+                path = route.path.format(**things.fresh())
+                before = things.state()
+                answer = visitor.request(method, path)
+                signin = answer.status_code == 302 and answer.headers["location"].startswith(
+                    "/signin"
+                )
+                refused = method == "POST" and answer.status_code == 403  # no CSRF cookie
+                if not (signin or refused) or things.state() != before:
+                    wrong.append(f"{method} {name}: {answer.status_code}")
+    assert wrong == []
+
+
+# --- WebSockets --------------------------------------------------------------------------------
+
+
+def socket_opens(server: DaphneServer, path: str, user: User | None) -> bool:
+    """Whether the server accepts the socket (a consumer that refuses closes it before the
+    handshake completes: a 403 to the upgrade)."""
+    headers = {"Cookie": f"sessionid={session_cookie(user)}"} if user is not None else {}
+    url = server.url.replace("http://", "ws://", 1) + path
+    try:
+        with connect(
+            url, origin=Origin(server.url), additional_headers=headers, proxy=None, open_timeout=30
+        ):
+            return True
+    except InvalidStatus:
+        return False
+
+
+SOCKET_OPENS: dict[str, Callable[[str], bool]] = {
+    # The timeline needs tasks:audit:read on the task; the approvals queue the supervisor role.
+    "/ws/tasks/{task}/timeline": lambda role: role == "auditor",
+    "/ws/approvals": lambda role: role == "supervisor",
+}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_sockets_open_for_the_namespaces_people_by_role_only(
+    orbit_server: DaphneServer, things: Things, role: str, live_db: None
+) -> None:
+    subject = things.fresh()
+    opened = {
+        path: socket_opens(orbit_server, path.format(**subject), person(things, "own", role).user)
+        for path in SOCKETS.values()
+    }
+    assert opened == {path: SOCKET_OPENS[path](role) for path in SOCKETS.values()}
+    outsiders = {
+        kind: socket_opens(
+            orbit_server,
+            SOCKETS["ws/tasks/<str:task_id>/timeline"].format(**subject),
+            person(things, kind, role).user,
+        )
+        for kind in OUTSIDERS
+    }
+    assert outsiders == dict.fromkeys(OUTSIDERS, False)
+    assert not socket_opens(orbit_server, "/ws/approvals", None)

@@ -8,6 +8,7 @@ from orbit_console.client.client import OrbitClient
 from orbit_console.client.errors import OrbitError, OutcomeUnknown
 from orbit_console.client.types import (
     Attempt,
+    CredentialInfo,
     Operation,
     OperationDetail,
     Page,
@@ -21,6 +22,7 @@ from orbit_console.client.types import (
 
 __all__ = [
     "Attempt",
+    "CredentialInfo",
     "Operation",
     "OperationDetail",
     "OrbitClient",

@@ -22,6 +22,7 @@ import httpx
 from orbit_console.client.errors import OrbitError, OutcomeUnknown
 from orbit_console.client.types import (
     Attempt,
+    CredentialInfo,
     Operation,
     OperationDetail,
     Page,
@@ -86,6 +87,10 @@ class OrbitClient:
         await self._http.aclose()
 
     # --- Reads --------------------------------------------------------------------------------
+
+    async def get_credential(self) -> CredentialInfo:
+        data, _ = await self._call("GET", "/v1/credential")
+        return CredentialInfo.from_json(data)
 
     async def get_task(self, task_id: str) -> Task:
         data, _ = await self._call("GET", f"/v1/tasks/{_segment(task_id)}")
@@ -259,6 +264,8 @@ class OrbitClient:
 def _operation_name(method: str, path: str) -> str:
     """GetTask, ReviewTask, ... from the request line (ids never reach the metric labels)."""
     parts = path.strip("/").split("/")  # v1, tasks, <id>[:verb], operations|attempts, <id>
+    if parts[1] == "credential":
+        return "GetCredential"
     if len(parts) == 2:
         return "ListTasks"
     if len(parts) == 3:

@@ -22,6 +22,27 @@ def _time(value: str | None) -> datetime | None:
 
 
 @dataclass(frozen=True, slots=True)
+class CredentialInfo:
+    """What the API says of the credential the client acts with (``GET /v1/credential``)."""
+
+    id: str
+    actor_id: str
+    namespace_id: str
+    queue_ids: frozenset[str]  # empty: the whole namespace
+    permissions: frozenset[str]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "CredentialInfo":
+        return cls(
+            id=data["id"],
+            actor_id=data["actor_id"],
+            namespace_id=data["namespace_id"],
+            queue_ids=frozenset(data["queue_ids"]),
+            permissions=frozenset(data["permissions"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     max_attempts: int
     initial_delay_ms: int

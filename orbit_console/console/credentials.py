@@ -6,11 +6,13 @@ of the person's roles, acting as an administrator of the embedded ledger would. 
 Orbit, the token issued there is stored instead. Either way the token is encrypted at rest.
 """
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
+from orbit_console.client import CredentialInfo, OrbitError, OutcomeUnknown
 from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import role_permissions
+from orbit_console.console.people import role_permissions, token_client
 from orbit_console.lib.secretbox import seal, unseal
 
 
@@ -29,18 +31,40 @@ def person_enroll(
     return mint_embedded(user=user, roles=roles, namespace_id=namespace_id, queue_ids=queue_ids)
 
 
-def store_external_token(*, user: User, token: str, actor_id: str = "") -> OrbitCredential:
+class TokenRefused(Exception):
+    """The recovery API did not accept a token to store, or did not answer: nothing stored."""
+
+
+def check_external_token(token: str) -> CredentialInfo:
+    """What the recovery API says a token issued by Orbit covers (its actor, namespace, queues
+    and permissions: ``GET /v1/credential``); ``TokenRefused`` when it refuses the token or
+    does not answer. Ask before opening a transaction: it is a call over the network."""
+    return async_to_sync(_credential_info)(token)
+
+
+def store_external_token(*, user: User, token: str, info: CredentialInfo) -> OrbitCredential:
+    """Store a token issued by Orbit with the scope ``check_external_token`` learnt."""
     credential, _ = OrbitCredential.objects.update_or_create(
         user=user,
         defaults={
             "token_ciphertext": seal(token),
-            "actor_id": actor_id,
-            "permissions": "",
-            "namespace_id": "",
-            "queue_ids": "",
+            "actor_id": info.actor_id,
+            "permissions": " ".join(sorted(info.permissions)),
+            "namespace_id": info.namespace_id,
+            "queue_ids": " ".join(sorted(info.queue_ids)),
         },
     )
     return credential
+
+
+async def _credential_info(token: str) -> CredentialInfo:
+    try:
+        async with token_client(token) as orbit:
+            return await orbit.get_credential()
+    except OrbitError as error:
+        raise TokenRefused(f"the recovery API refused the token: {error.code}") from None
+    except OutcomeUnknown:
+        raise TokenRefused("the recovery API did not answer; the token was not stored") from None
 
 
 def mint_embedded(

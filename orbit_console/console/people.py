@@ -71,13 +71,17 @@ def load_person(user: User | AnonymousUser) -> Person | None:
 
 def orbit_client(credential: OrbitCredential, *, base_url: str | None = None) -> OrbitClient:
     """A client of the recovery API acting with this credential."""
+    return token_client(unseal(credential.token_ciphertext), base_url=base_url)
+
+
+def token_client(token: str, *, base_url: str | None = None) -> OrbitClient:
+    """A client of the recovery API acting with ``token`` (not stored yet, or just unsealed)."""
     timeout = httpx.Timeout(
         connect=settings.ORBIT_API_CONNECT_TIMEOUT,
         read=settings.ORBIT_API_TIMEOUT,
         write=settings.ORBIT_API_TIMEOUT,
         pool=settings.ORBIT_API_CONNECT_TIMEOUT,
     )
-    token = unseal(credential.token_ciphertext)
     url = base_url or settings.ORBIT_API_URL
     if url:
         return OrbitClient(url, token, timeout=timeout)

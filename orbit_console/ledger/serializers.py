@@ -7,7 +7,14 @@ RFC 3339 UTC. Optional fields are omitted when unset, as in the seed's examples.
 import json
 from typing import Any
 
-from orbit_console.ledger.models import Attempt, AttemptReport, OperationAudit, OwnerKind, Task
+from orbit_console.ledger.models import (
+    Attempt,
+    AttemptReport,
+    Credential,
+    OperationAudit,
+    OwnerKind,
+    Task,
+)
 from orbit_console.lib.rfc3339 import format_utc
 from orbit_console.lib.strictjson import RawJSON
 
@@ -146,3 +153,19 @@ def attempt_item(attempt: Attempt, reports: list[AttemptReport]) -> dict[str, An
 def json_text(value: Any) -> str:
     """Compact JSON text for ``before``/``after`` (no floats ever reach this)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def credential_detail(credential: Credential, queue_ids: frozenset[str] | None) -> dict[str, Any]:
+    """What a token's holder may learn about their own credential (our choice, docs/api.md):
+    whom it names and what it covers, never the token or its hash."""
+    data: dict[str, Any] = {
+        "id": credential.id,
+        "actor_id": credential.actor_id,
+        "actor_name": credential.actor_name,
+        "namespace_id": credential.namespace_id,
+        "queue_ids": sorted(queue_ids or ()),
+        "permissions": sorted(credential.permission_set),
+    }
+    if credential.expires_at is not None:
+        data["expires_at"] = format_utc(credential.expires_at)
+    return data

@@ -16,7 +16,8 @@ from django.contrib.auth.models import User
 from orbit_console.console.models import OrbitCredential
 from orbit_console.console.people import role_permissions
 from orbit_console.ledger.auth import hash_token
-from orbit_console.ledger.models import Credential
+from orbit_console.ledger.lifecycle import credential_issue
+from orbit_console.ledger.models import Credential, Namespace, Queue
 from orbit_console.lib.secretbox import unseal
 from tests.console.web import Console, text_of
 from tests.support.people import TestPerson
@@ -80,22 +81,49 @@ def test_console_user_again_changes_the_roles_and_replaces_the_credential(
     assert ledger_credential(after).revoked_at is None
 
 
-def test_console_user_stores_a_token_issued_elsewhere_encrypted(
+def test_console_user_stores_a_token_issued_by_orbit_with_the_scope_the_api_gives(
     world: dict[str, Any], tmp_path: Path
 ) -> None:
-    token = "orb_issued-by-another-orbit-0123456789abcdef"
+    """Issue 13: the token's namespace, queues, actor and permissions are asked of the API
+    (GET /v1/credential) and stored with it, encrypted."""
+    reports = Queue.objects.get(namespace_id=world["namespace_id"], name="reports")
+    issued, token = credential_issue(
+        namespace=Namespace.objects.get(id=world["namespace_id"]),
+        actor_name="erin",
+        permissions=["tasks:read", "tasks:audit:read"],
+        recovery_access=True,
+        queues=[reports],
+    )
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
 
-    done = console_user(
-        "erin", "--role", "auditor", "--token-file", str(token_file), "--actor-id", "ext-erin"
-    )
+    done = console_user("erin", "--role", "auditor", "--token-file", str(token_file))
 
     assert done.returncode == 0, done.stderr
     stored = OrbitCredential.objects.get(user__username="erin")
     assert unseal(stored.token_ciphertext) == token
     assert token not in stored.token_ciphertext
-    assert (stored.actor_id, stored.namespace_id, stored.permissions) == ("ext-erin", "", "")
+    assert (stored.actor_id, stored.namespace_id, stored.queue_ids, stored.permissions) == (
+        issued.actor_id,
+        world["namespace_id"],
+        reports.id,
+        "tasks:audit:read tasks:read",
+    )
+    assert token not in done.stdout + done.stderr
+
+
+def test_console_user_refuses_a_token_the_api_refuses_and_stores_nothing(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    token = "orb_not-issued-by-this-orbit-0123456789abcdef"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+
+    done = console_user("gina", "--role", "auditor", "--token-file", str(token_file))
+
+    assert done.returncode != 0
+    assert "the recovery API refused the token: UNAUTHENTICATED" in done.stderr
+    assert not User.objects.filter(username="gina").exists()
     assert token not in done.stdout + done.stderr
 
 

@@ -90,6 +90,7 @@ def endpoints(world: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]
     return [
         ("get_task", "GET", f"/v1/tasks/{review_id}", None),
         ("list_tasks", "GET", "/v1/tasks", None),
+        ("credential", "GET", "/v1/credential", None),
         ("attempts", "GET", f"/v1/tasks/{review_id}/attempts", None),
         ("operations", "GET", f"/v1/tasks/{review_id}/operations", None),
         ("operation", "GET", f"/v1/tasks/{review_id}/operations/{first_audit_id(review_id)}", None),

@@ -231,6 +231,22 @@ SCHEMAS: dict[str, Any] = {
             }
         )
     ),
+    "Credential": _object(
+        {
+            "id": ID,
+            "actor_id": ID,
+            "actor_name": {"type": "string", "minLength": 1},
+            "namespace_id": ID,
+            "queue_ids": {
+                "type": "array",
+                "items": ID,
+                "description": "Empty: the whole namespace.",
+            },
+            "permissions": {"type": "array", "items": {"type": "string"}},
+        },
+        {"expires_at": {"type": "string", "format": "date-time"}},
+    ),
+    "CredentialResponse": _envelope(_ref("Credential")),
     "TaskResponse": _envelope(_ref("TaskDetail")),
     "TaskPage": _envelope(_page("TaskSummary")),
     "OperationPage": _envelope(_page("Operation")),
@@ -302,6 +318,16 @@ PATHS: dict[str, Any] = {
                         }
                     },
                 }
+            },
+        }
+    },
+    "/v1/credential": {
+        "get": {
+            "summary": "The presented token's own credential: namespace, queues, permissions",
+            "x-permission": "tasks:read",
+            "responses": {
+                "200": _response("CredentialResponse", "The credential"),
+                **_errors(400, 401, 403, 503),
             },
         }
     },

@@ -8,6 +8,7 @@ app_name = "api"
 
 urlpatterns = [
     path("openapi.json", openapi_document, name="openapi"),
+    path("credential", views.get_credential, name="credential"),
     path("tasks", views.list_tasks, name="tasks"),
     path("tasks/<str:task_id>/operations", views.list_operations, name="operations"),
     path("tasks/<str:task_id>/operations/<str:audit_id>", views.get_operation, name="operation"),

@@ -16,11 +16,13 @@ from orbit_console.ledger.api.http import (
     query,
     write_request,
 )
+from orbit_console.ledger.auth import queue_scope
 from orbit_console.ledger.errors import InvalidArgument
 from orbit_console.ledger.models import Credential, Permission, TaskState
 from orbit_console.ledger.requests import parse_retry, parse_review
 from orbit_console.ledger.serializers import (
     attempt_item,
+    credential_detail,
     operation_detail,
     operation_item,
     task_detail,
@@ -96,6 +98,14 @@ def get_operation(
     query(request, allowed=set())
     task = selectors.task_in_scope(credential, task_id)
     return 200, operation_detail(selectors.operation_of_task(task, audit_id))
+
+
+@api_endpoint(method="GET", permission=Permission.READ)
+def get_credential(request: HttpRequest, credential: Credential) -> Answer:
+    """Our choice (docs/api.md): the presented token's own credential — its namespace, queues
+    and permissions — so that a console storing a token issued elsewhere learns its scope."""
+    query(request, allowed=set())
+    return 200, credential_detail(credential, queue_scope(credential))
 
 
 @api_endpoint(method="GET", permission=Permission.READ)

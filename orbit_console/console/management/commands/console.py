@@ -3,7 +3,7 @@
 console user NAME --role operator [--role supervisor ...]
              [--password-file PATH]            (else a new person gets a printed password)
              [--namespace ID]                  (embedded API: where to mint the credential)
-             [--token-file PATH [--actor-id ID]]   (external Orbit: store its token)
+             [--token-file PATH]               (a token issued by Orbit: checked, then stored)
 """
 
 import secrets
@@ -16,6 +16,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from orbit_console.console.credentials import (
+    TokenRefused,
+    check_external_token,
     person_enroll,
     person_roles_set,
     store_external_token,
@@ -33,8 +35,11 @@ class Command(BaseCommand):
         user.add_argument("--role", action="append", required=True, choices=ROLES)
         user.add_argument("--password-file", type=Path)
         user.add_argument("--namespace", help="embedded API: the namespace of the credential")
-        user.add_argument("--token-file", type=Path, help="a token issued by an external Orbit")
-        user.add_argument("--actor-id", default="", help="the actor id of that token, if known")
+        user.add_argument(
+            "--token-file",
+            type=Path,
+            help="a token issued by Orbit: stored with the scope the API says it has",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         name: str = options["name"]
@@ -52,6 +57,10 @@ class Command(BaseCommand):
         elif not settings.ORBIT_API_EMBEDDED:
             raise CommandError("with an external ORBIT_API_URL, pass --token-file")
         namespace_id = None if token else self._namespace(options["namespace"])
+        try:
+            info = check_external_token(token) if token else None
+        except TokenRefused as refused:
+            raise CommandError(str(refused)) from None
 
         with transaction.atomic():
             user, created = get_user_model().objects.get_or_create(username=name)
@@ -61,10 +70,10 @@ class Command(BaseCommand):
             if password is not None:
                 user.set_password(password)
                 user.save()
-            if namespace_id is None:
+            if token is not None and info is not None:
                 person_roles_set(user=user, roles=roles)
-                store_external_token(user=user, token=token or "", actor_id=options["actor_id"])
-            else:
+                store_external_token(user=user, token=token, info=info)
+            elif namespace_id is not None:
                 person_enroll(user=user, roles=roles, namespace_id=namespace_id)
         self.stderr.write(
             f"{'created' if created else 'updated'} {name}: {', '.join(sorted(roles))}"

@@ -183,19 +183,23 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:work_queue"
 LOGOUT_REDIRECT_URL = "login"
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 8 * 3600, minimum=60)
-# Sign-in throttling (django-axes): after AXES_FAILURE_LIMIT failures for one user name from
-# one address, that pair is locked out for AXES_COOLOFF_TIME. Django's login() rotates the
-# session key on every sign-in.
+# Sign-in throttling (django-axes, console/throttle.py): within AXES_COOLOFF_TIME, sign-in is
+# refused after AXES_FAILURE_LIMIT failures for one user name from one address, after
+# AXES_USERNAME_FAILURE_LIMIT for one user name from anywhere, and after
+# AXES_ADDRESS_FAILURE_LIMIT from one address whatever the user names. Django's login()
+# rotates the session key on every sign-in.
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_USERNAME_FAILURE_LIMIT = env_int("AXES_USERNAME_FAILURE_LIMIT", 10, minimum=1)
+AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "username", "ip_address"]
+AXES_HANDLER = "orbit_console.console.throttle.ThrottleHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 AXES_VERBOSE = False
-AXES_IPWARE_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
-AXES_IPWARE_META_PRECEDENCE_ORDER = (
-    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if AXES_IPWARE_PROXY_COUNT else ["REMOTE_ADDR"]
-)
+# The client's address is REMOTE_ADDR. Behind the reverse proxy, the image's CMD (`serve
+# --proxy-headers`) sets it from the X-Forwarded-For that the proxy writes afresh
+# (deploy/nginx.conf), so a client cannot choose the address its failures count against.
 SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"

@@ -1,6 +1,12 @@
-"""Sign-in protection (issue 7): django-axes locks a user name out after repeated failures from
-one address, a sign-in rotates the session key, and the session cookie is HttpOnly, lives only
-as long as the browser and expires on the server after ``SESSION_COOKIE_AGE``."""
+"""Sign-in protection (issues 7 and 13): django-axes refuses sign-in after repeated failures —
+for one user name from one address, for one user name from many addresses, and from one
+address for many user names (console/throttle.py) — a sign-in rotates the session key, and the
+session cookie is HttpOnly, lives only as long as the browser and expires on the server after
+``SESSION_COOKIE_AGE``.
+
+The server reads the client's address from X-Forwarded-For, as behind the reverse proxy, so
+that each test signs in from addresses of its own: failures counted per address must not spill
+from one test into another."""
 
 import secrets
 from collections.abc import Iterator
@@ -21,17 +27,32 @@ from tests.support.servers import DaphneServer
 
 SESSION_AGE_SECONDS = 3600  # not the default (8 hours): the server's setting is what counts
 FAILURE_LIMIT = 5  # AXES_FAILURE_LIMIT's default
+USERNAME_LIMIT = 10  # AXES_USERNAME_FAILURE_LIMIT's default
+ADDRESS_LIMIT = 10  # AXES_ADDRESS_FAILURE_LIMIT's default
 LOCKED_OUT = "Signing in is paused"
 
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     with django_db_blocker.unblock():
-        started = DaphneServer(
-            "ops-signin", env={"SESSION_COOKIE_AGE": str(SESSION_AGE_SECONDS)}
-        ).start()
+        env = {"SESSION_COOKIE_AGE": str(SESSION_AGE_SECONDS)}
+        started = DaphneServer("ops-signin", env=env, proxy_headers=True).start()
     yield started
     started.stop()
+
+
+@pytest.fixture
+def address() -> str:
+    """An address of this test's own (TEST-NET-2, never routed)."""
+    return new_address()
+
+
+def new_address() -> str:
+    return f"198.51.{secrets.randbelow(256)}.{secrets.randbelow(254) + 1}"
+
+
+def from_address(server: DaphneServer, address: str) -> Console:
+    return Console(server.url, headers={"X-Forwarded-For": address})
 
 
 def attempt(console: Console, username: str, password: str) -> httpx.Response:
@@ -48,13 +69,13 @@ def attempt(console: Console, username: str, password: str) -> httpx.Response:
     return console.post("/signin", data)
 
 
-def fail(server: DaphneServer, username: str, times: int) -> list[httpx.Response]:
-    with Console(server.url) as console:
+def fail(server: DaphneServer, username: str, times: int, address: str) -> list[httpx.Response]:
+    with from_address(server, address) as console:
         return [attempt(console, username, f"wrong-{secrets.token_hex(6)}") for _ in range(times)]
 
 
-def signs_in(server: DaphneServer, person: TestPerson) -> bool:
-    with Console(server.url) as console:
+def signs_in(server: DaphneServer, person: TestPerson, address: str) -> bool:
+    with from_address(server, address) as console:
         answer = attempt(console, person.username, person.password)
         if answer.status_code != 302:
             return False
@@ -69,17 +90,18 @@ def set_cookie_of(response: httpx.Response, name: str) -> str:
 
 
 def test_five_failures_lock_the_user_name_out_even_with_the_right_password(
-    server: DaphneServer, world: dict[str, Any]
+    server: DaphneServer, world: dict[str, Any], address: str
 ) -> None:
     person = make_person(world, "operator")
-    answers = fail(server, person.username, FAILURE_LIMIT - 1)
+    answers = fail(server, person.username, FAILURE_LIMIT - 1, address)
     assert [answer.status_code for answer in answers] == [200] * (FAILURE_LIMIT - 1)
     assert all(LOCKED_OUT not in answer.text for answer in answers)  # the form, with an error
-    [last] = fail(server, person.username, 1)
+    [last] = fail(server, person.username, 1, address)
     assert LOCKED_OUT in text_of(last.text)
     assert last.status_code == 429
+    assert "for this user name from this address" in text_of(last.text)
 
-    with Console(server.url) as console:
+    with from_address(server, address) as console:
         locked = attempt(console, person.username, person.password)
         assert locked.status_code == 429
         assert LOCKED_OUT in text_of(locked.text)
@@ -89,36 +111,87 @@ def test_five_failures_lock_the_user_name_out_even_with_the_right_password(
 
 
 def test_a_locked_out_user_name_leaves_other_user_names_alone(
-    server: DaphneServer, world: dict[str, Any]
+    server: DaphneServer, world: dict[str, Any], address: str
 ) -> None:
     locked, other = make_person(world, "operator"), make_person(world, "operator")
-    fail(server, locked.username, FAILURE_LIMIT)
-    assert not signs_in(server, locked)
-    assert signs_in(server, other)
+    fail(server, locked.username, FAILURE_LIMIT, address)
+    assert not signs_in(server, locked, address)
+    assert signs_in(server, other, address)
     # A failure for the other name from the same address does not count against it twice.
-    fail(server, other.username, 1)
-    assert signs_in(server, other)
+    fail(server, other.username, 1, address)
+    assert signs_in(server, other, address)
 
 
 def test_failures_below_the_limit_are_forgotten_after_a_sign_in(
-    server: DaphneServer, world: dict[str, Any]
+    server: DaphneServer, world: dict[str, Any], address: str
 ) -> None:
     person = make_person(world, "operator")
-    fail(server, person.username, FAILURE_LIMIT - 1)
-    assert signs_in(server, person)
-    fail(server, person.username, FAILURE_LIMIT - 1)
-    assert signs_in(server, person)
+    fail(server, person.username, FAILURE_LIMIT - 1, address)
+    assert signs_in(server, person, address)
+    fail(server, person.username, FAILURE_LIMIT - 1, address)
+    assert signs_in(server, person, address)
 
 
-def test_the_lockout_ends_after_the_cool_off(server: DaphneServer, world: dict[str, Any]) -> None:
+def test_the_lockout_ends_after_the_cool_off(
+    server: DaphneServer, world: dict[str, Any], address: str
+) -> None:
     person = make_person(world, "operator")
-    fail(server, person.username, FAILURE_LIMIT)
-    assert not signs_in(server, person)
+    fail(server, person.username, FAILURE_LIMIT, address)
+    assert not signs_in(server, person, address)
     # Fifteen minutes pass for the recorded failures (AXES_COOLOFF_TIME's default).
     AccessAttempt.objects.filter(username=person.username).update(
         attempt_time=timezone.now() - timedelta(minutes=16)
     )
-    assert signs_in(server, person)
+    assert signs_in(server, person, address)
+
+
+def test_one_address_failing_for_many_user_names_is_paused_password_spraying(
+    server: DaphneServer, world: dict[str, Any], address: str
+) -> None:
+    """Issue 13: one password tried against many people from one address. Each name fails
+    once, far below its own limit; the address's allowance runs out, for every name."""
+    people = [make_person(world, "operator") for _ in range(2)]
+    for _ in range(ADDRESS_LIMIT - 1):
+        fail(server, f"nobody-{secrets.token_hex(4)}", 1, address)
+    # A sign-in of a real account does not wipe the address's record.
+    assert signs_in(server, people[0], address)
+    [last] = fail(server, f"nobody-{secrets.token_hex(4)}", 1, address)
+    assert last.status_code == 429
+    assert "from this address, for several user names" in text_of(last.text)
+    assert not signs_in(server, people[1], address)
+    assert signs_in(server, people[1], new_address())  # other addresses are not paused
+
+
+def test_one_user_name_failing_from_many_addresses_is_paused_distributed_guessing(
+    server: DaphneServer, world: dict[str, Any]
+) -> None:
+    """Issue 13: guesses at one person's password spread over addresses, each far below the
+    pair's limit; the user name's own allowance runs out, from every address."""
+    person, other = make_person(world, "operator"), make_person(world, "operator")
+    for _ in range(USERNAME_LIMIT - 1):
+        fail(server, person.username, 1, new_address())
+    assert signs_in(server, person, new_address())  # a sign-in does not wipe the name's record
+    [last] = fail(server, person.username, 1, new_address())
+    assert last.status_code == 429
+    assert "for this user name, from several addresses" in text_of(last.text)
+    assert not signs_in(server, person, new_address())
+    assert signs_in(server, other, new_address())  # other names are not paused
+
+
+def test_only_real_failures_count(server: DaphneServer, world: dict[str, Any]) -> None:
+    """Sign-ins that succeed, and forms refused before any password is checked (no CSRF token),
+    count against nobody."""
+    person = make_person(world, "operator")
+    address = new_address()
+    for _ in range(ADDRESS_LIMIT + 1):
+        assert signs_in(server, person, address)
+    with from_address(server, address) as console:
+        for _ in range(ADDRESS_LIMIT + 1):
+            refused = console.post(
+                "/signin", [("username", person.username), ("password", "wrong")]
+            )
+            assert refused.status_code == 403  # CSRF
+    assert signs_in(server, person, address)
 
 
 def test_signing_in_rotates_a_session_key_known_before_sign_in(

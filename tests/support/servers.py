@@ -76,11 +76,16 @@ def run_manage(
 
 
 class DaphneServer:
-    def __init__(self, name: str, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, name: str, *, env: dict[str, str] | None = None, proxy_headers: bool = False
+    ) -> None:
+        """``proxy_headers``: the client's address comes from X-Forwarded-For, as behind the
+        reverse proxy (the image's CMD runs ``serve --proxy-headers``)."""
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_env = env or {}
+        self.proxy_headers = proxy_headers
         self.process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
         LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -100,6 +105,7 @@ class DaphneServer:
                 "127.0.0.1",
                 "-p",
                 str(self.port),
+                *(["--proxy-headers"] if self.proxy_headers else []),
                 "orbit_console.asgi:application",
             ],
             cwd=settings.BASE_DIR,

@@ -191,6 +191,9 @@ class Things:
             body=body,
             created_by=user,
         ).submission
+        # Never due for the reconciler (whose passes take the oldest due first): these are
+        # subjects of requests, not decisions anyone waits for.
+        Submission.objects.filter(id=submission.id).update(next_attempt_at=None)
         self.made += [proposal.id, submission.id]
         task = world["tasks"]["needs_review"]
         return {

@@ -392,3 +392,65 @@ def test_schemas_are_strict_enough_to_catch_drift_RT9(
         broken = copy.deepcopy(task)
         mutate(broken)
         assert not task_schema.is_valid(broken)
+
+
+# --- The static rules in the document are the parsers' --------------------------------------
+
+
+def test_the_documents_patterns_accept_exactly_what_the_parsers_accept_C5_C10_RT3() -> None:
+    """A request valid by the document is refused only for a dynamic reason: each pattern is
+    held against the parser it describes, on the edges and on samples."""
+    import random
+    import re
+    import sys
+
+    from orbit_console.ledger.api.openapi import REASON, _evidence_ref, _utc_time
+    from orbit_console.ledger.api.openapi import REVISION as REVISION_SCHEMA
+    from orbit_console.lib.recovery_rules import (
+        MAX_REVISION,
+        RuleError,
+        check_evidence_ref,
+        check_reason,
+        check_revision,
+    )
+    from orbit_console.lib.rfc3339 import TimeFormatError, parse_utc
+
+    def accepts(check: Any, value: str, error: type[Exception]) -> bool:
+        try:
+            check(value)
+        except error:
+            return False
+        return True
+
+    rng = random.Random(13)
+    revision = re.compile(REVISION_SCHEMA["pattern"])
+    numbers = [1, 9, 10, MAX_REVISION - 1, MAX_REVISION, MAX_REVISION + 1, 10**19, 10**20]
+    numbers += [rng.randrange(1, 2**66) for _ in range(5000)]
+    # "\u0661" is an Arabic-Indic one: a digit to str.isdigit, not to the API.
+    texts = [str(n) for n in numbers] + ["0", "01", "+1", " 1", "1 ", "", "\u0661"]
+    for text in texts:
+        assert bool(revision.fullmatch(text)) == accepts(check_revision, text, RuleError), text
+
+    time = re.compile(_utc_time())
+    stamps = [
+        f"{year:04d}-{month:02d}-{day:02d}T23:59:59Z"
+        for year in (1999, 2000, 2023, 2024, 2100, 2400, 9996, 9998, 9999)
+        for month in range(14)
+        for day in range(33)
+    ]
+    stamps += ["2026-01-01T00:00:00.123456Z", "2026-01-01T00:00:00.1234567Z"]
+    stamps += ["2026-01-01T24:00:00Z", "2026-01-01T00:00:60Z", "2026-01-01t00:00:00Z"]
+    stamps += ["2026-01-01T00:00:00+00:00", "2026-01-01 00:00:00Z", ""]
+    for stamp in stamps:
+        assert bool(time.fullmatch(stamp)) == accepts(parse_utc, stamp, TimeFormatError), stamp
+
+    evidence = re.compile(_evidence_ref()["pattern"])
+    reason = re.compile(REASON["pattern"])
+    for code in range(sys.maxunicode + 1):
+        if 0xD800 <= code <= 0xDFFF:
+            continue  # lone surrogates never reach the check: the JSON parser refuses them
+        char = chr(code)
+        accepted = accepts(check_evidence_ref, f"a{char}", RuleError)
+        assert bool(evidence.fullmatch(f"a{char}")) == accepted, hex(code)
+    for text in ["x", " x ", " ", "\t\n", "a\x00b", "\u3000", "\u3000x", "\x00"]:
+        assert bool(reason.fullmatch(text)) == accepts(check_reason, text, RuleError), text

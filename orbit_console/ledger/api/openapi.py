@@ -4,21 +4,100 @@ tests/ledger/test_openapi.py keeps it true: every route is documented, every doc
 operation exists, and real responses validate against the schemas below.
 """
 
+import functools
+import sys
+import unicodedata
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
+from orbit_console.ledger.models import TaskState
 from orbit_console.lib.recovery_rules import (
     MAX_EVIDENCE_REF_CHARS,
     MAX_REASON_CHARS,
+    MAX_REVISION,
     MAX_TASK_TIMEOUT_MS,
 )
+from orbit_console.lib.rfc3339 import MAX_YEAR, MIN_YEAR
+
+# --- Patterns -----------------------------------------------------------------------------------
+# Every static rule of the API is in the document, so that a request valid by the document is
+# refused only for a dynamic reason (the task, the clock, a cursor this server did not issue):
+# bench/fuzz_api.py and tests/ledger/test_fuzz.py hold the document to that.
+
+
+def _decimal_at_most(limit: int) -> str:
+    """A pattern of the decimal strings 1..``limit`` without leading zeros (C5)."""
+    digits = str(limit)
+    shorter = f"[1-9][0-9]{{0,{len(digits) - 2}}}"
+    same_length = []
+    for index, digit in enumerate(digits):
+        low = "1" if index == 0 else "0"
+        if int(digit) > int(low):
+            rest = len(digits) - index - 1
+            same_length.append(f"{digits[:index]}[{low}-{int(digit) - 1}][0-9]{{{rest}}}")
+    same_length.append(digits)
+    return "^(" + "|".join([shorter, *same_length]) + ")$"
+
+
+def _refused_characters() -> str:
+    """A character class of what ``evidence_ref`` refuses (C10): whitespace, control and
+    format characters. (Lone surrogates never reach it: the body's JSON must be valid Unicode,
+    as its description says.)"""
+    refused = [
+        code
+        for code in range(sys.maxunicode + 1)
+        if chr(code).isspace() or unicodedata.category(chr(code)) in ("Cc", "Cf")
+    ]
+    ranges: list[tuple[int, int]] = []
+    for code in refused:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1] = (ranges[-1][0], code)
+        else:
+            ranges.append((code, code))
+    # The characters themselves (none is special in a class): every regex dialect reads them.
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+
+
+def _utc_time() -> str:
+    """RT3: exactly what ``lib.rfc3339.parse_utc`` takes — UTC with Z, at most six fraction
+    digits, years MIN_YEAR..MAX_YEAR, and only days that exist (29 February of leap years)."""
+    assert (MIN_YEAR, MAX_YEAR) == (2000, 9998)  # noqa: S101 -- the year patterns below
+    year = "(2[0-9]{3}|[3-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+    leap_year = "([2-9][0-9](0[48]|[2468][048]|[13579][26])|([2468][048]|[3579][26])00)"
+    day = (
+        "((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+        "|02-(0[1-9]|1[0-9]|2[0-8]))"
+    )
+    time = "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?Z"
+    return f"^({year}-{day}|{leap_year}-02-29){time}$"
+
 
 ID = {"type": "string", "pattern": "^[0-9a-f]{32}$"}
 TIME = {"type": "string", "format": "date-time", "pattern": "Z$"}
-REVISION = {"type": "string", "pattern": "^[1-9][0-9]*$"}
+TIME_INPUT = {"type": ["string", "null"], "pattern": _utc_time()}
+REVISION = {"type": "string", "pattern": _decimal_at_most(MAX_REVISION)}
+REASON = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_REASON_CHARS,
+    "pattern": "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$",  # not blank, no NUL
+}
+
+
+def _evidence_ref() -> dict[str, Any]:
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_EVIDENCE_REF_CHARS,
+        "pattern": f"^[^{_refused_characters()}]*$",
+    }
+
+
+STATES = "|".join(TaskState.values)
+TEXT_FILTER = {"type": "string", "minLength": 1, "maxLength": 512}
 STATE = {
     "type": "string",
     "enum": ["WAITING", "RUNNING", "NEEDS_REVIEW", "SUCCEEDED", "FAILED", "CANCELLED"],
@@ -48,211 +127,222 @@ def _page(item: str) -> dict[str, Any]:
     )
 
 
-SCHEMAS: dict[str, Any] = {
-    "Error": _object(
-        {
-            "request_id": ID,
-            "error": {
-                "type": "object",
-                "required": ["code", "message"],
-                "properties": {
-                    "code": {
-                        "type": "string",
-                        "enum": [
-                            "INVALID_ARGUMENT",
-                            "UNAUTHENTICATED",
-                            "PERMISSION_DENIED",
-                            "NOT_FOUND",
-                            "METHOD_NOT_ALLOWED",
-                            "STATE_CONFLICT",
-                            "IDEMPOTENCY_CONFLICT",
-                            "QUEUE_FULL",
-                            "APPLICATION_FULL",
-                            "UNAVAILABLE",
-                        ],
-                    },
-                    "message": {"type": "string"},
-                    "field": {"type": "string", "description": "The request part at fault (400)."},
-                    "retry_after_ms": {"type": "integer", "minimum": 1},
-                    "allow": {"type": "string"},
-                },
-                "additionalProperties": False,
-            },
-        }
-    ),
-    "RetryPolicy": _object(
-        {
-            "max_attempts": {"type": "integer"},
-            "initial_delay_ms": {"type": "integer"},
-            "max_delay_ms": {"type": "integer"},
-            "attempt_timeout_ms": {"type": "integer"},
-        }
-    ),
-    "Owner": {
-        "oneOf": [
-            _object({"kind": {"const": "NONE"}}),
-            _object({"kind": {"const": "PLAN"}, "plan_id": ID, "trigger_id": ID}),
-            _object({"kind": {"const": "WORKFLOW"}, "workflow_id": ID}),
-        ]
-    },
-    "TaskDetail": _object(
-        {
-            "id": ID,
-            "namespace_id": ID,
-            "queue_id": ID,
-            "state": STATE,
-            "revision": REVISION,
-            "handler": {"type": "string"},
-            "handler_version": {"type": "string"},
-            "payload_version": {"type": "string"},
-            "payload": {"description": "The payload JSON exactly as accepted."},
-            "available_at": TIME,
-            "deadline_at": TIME,
-            "recovery_safety": {"type": "string"},
-            "retry": _ref("RetryPolicy"),
-            "attempt_count": {"type": "integer", "minimum": 0},
-            "created_at": TIME,
-            "updated_at": TIME,
-            "effect_uncertain": {"type": "boolean"},
-            "owner": _ref("Owner"),
-            "gated": {"type": "boolean"},
-            "leased": {"type": "boolean"},
-            "active_attempt": {"type": "boolean"},
-            "unreleased_permit": {"type": "boolean"},
-        },
-        {
-            "business_key": {"type": "string"},
-            "concurrency_key": {"type": "string"},
-            "priority": {"type": "integer"},
-            "start_deadline_at": TIME,
-            "result": {"description": "The result JSON exactly as declared; never null."},
-            "completed_at": TIME,
-            "retry_of": ID,
-            "lease_expires_at": TIME,
-            "retry_successor_id": ID,
-        },
-    ),
-    "TaskSummary": _object(
-        {
-            "id": ID,
-            "namespace_id": ID,
-            "queue_id": ID,
-            "state": STATE,
-            "revision": REVISION,
-            "handler": {"type": "string"},
-            "handler_version": {"type": "string"},
-            "attempt_count": {"type": "integer"},
-            "effect_uncertain": {"type": "boolean"},
-            "created_at": TIME,
-            "updated_at": TIME,
-        },
-        {"business_key": {"type": "string"}, "completed_at": TIME},
-    ),
-    "Operation": _object(
-        {
-            "id": ID,
-            "task_id": ID,
-            "operation_id": ID,
-            "actor_id": ID,
-            "action": {"type": "string"},
-            "created_at": TIME,
-        }
-    ),
-    "OperationDetail": _object(
-        {
-            "id": ID,
-            "task_id": ID,
-            "operation_id": ID,
-            "actor_id": ID,
-            "action": {"type": "string"},
-            "created_at": TIME,
-            "reason": {"type": "string"},
-            "before": {"type": ["object", "null"]},
-            "after": {"type": "object"},
-        },
-        {"evidence_ref": {"type": "string"}},
-    ),
-    "LateReport": _object(
-        {
-            "id": ID,
-            "outcome": {"type": "string", "enum": ["SUCCEEDED", "FAILED", "UNKNOWN"]},
-            "detail": {"type": "string"},
-            "received_at": TIME,
-        }
-    ),
-    "Attempt": _object(
-        {
-            "id": ID,
-            "task_id": ID,
-            "number": {"type": "integer", "minimum": 1},
-            "worker_id": {"type": "string"},
-            "started_at": TIME,
-            "outcome": {
-                "type": ["string", "null"],
-                "enum": ["SUCCEEDED", "FAILED", "UNKNOWN", None],
-            },
-            "late_reports": {"type": "array", "items": _ref("LateReport")},
-        },
-        {"ended_at": TIME, "error": {"type": "string"}},
-    ),
-    "ReviewRequest": _object(
-        {
-            "expected_revision": REVISION,
-            "reason": {"type": "string", "minLength": 1, "maxLength": MAX_REASON_CHARS},
-            "evidence_ref": {"type": "string", "minLength": 1, "maxLength": MAX_EVIDENCE_REF_CHARS},
-            "execution_settled": {"const": True},
-            "outcome": {"type": "string", "enum": ["SUCCEEDED", "FAILED"]},
-            "result": {"not": {"type": "null"}, "description": "At most 256 KiB of JSON text."},
-        }
-    ),
-    "RetryRequest": _object(
-        {
-            "expected_revision": REVISION,
-            "reason": {"type": "string", "minLength": 1, "maxLength": MAX_REASON_CHARS},
-            "evidence_ref": {"type": "string", "minLength": 1, "maxLength": MAX_EVIDENCE_REF_CHARS},
-            "safe_to_retry": {"const": True},
-            "task_timeout_ms": {"type": "integer", "minimum": 1, "maximum": MAX_TASK_TIMEOUT_MS},
-        },
-        {
-            "available_at": {"type": ["string", "null"]},
-            "start_deadline_at": {"type": ["string", "null"]},
-        },
-    ),
-    "ReviewReceipt": _envelope(
-        _object({"task": _ref("TaskDetail"), "audit_id": ID, "deduplicated": {"type": "boolean"}})
-    ),
-    "RetryReceipt": _envelope(
-        _object(
+def _schemas() -> dict[str, Any]:
+    evidence_ref = _evidence_ref()
+    return {
+        "Error": _object(
             {
-                "source_task_id": ID,
-                "task": _ref("TaskDetail"),
-                "audit_id": ID,
-                "deduplicated": {"type": "boolean"},
+                "request_id": ID,
+                "error": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {
+                        "code": {
+                            "type": "string",
+                            "enum": [
+                                "INVALID_ARGUMENT",
+                                "UNAUTHENTICATED",
+                                "PERMISSION_DENIED",
+                                "NOT_FOUND",
+                                "METHOD_NOT_ALLOWED",
+                                "STATE_CONFLICT",
+                                "IDEMPOTENCY_CONFLICT",
+                                "QUEUE_FULL",
+                                "APPLICATION_FULL",
+                                "UNAVAILABLE",
+                            ],
+                        },
+                        "message": {"type": "string"},
+                        "field": {
+                            "type": "string",
+                            "description": "The request part at fault (400).",
+                        },
+                        "retry_after_ms": {"type": "integer", "minimum": 1},
+                        "allow": {"type": "string"},
+                    },
+                    "additionalProperties": False,
+                },
             }
-        )
-    ),
-    "Credential": _object(
-        {
-            "id": ID,
-            "actor_id": ID,
-            "actor_name": {"type": "string", "minLength": 1},
-            "namespace_id": ID,
-            "queue_ids": {
-                "type": "array",
-                "items": ID,
-                "description": "Empty: the whole namespace.",
-            },
-            "permissions": {"type": "array", "items": {"type": "string"}},
+        ),
+        "RetryPolicy": _object(
+            {
+                "max_attempts": {"type": "integer"},
+                "initial_delay_ms": {"type": "integer"},
+                "max_delay_ms": {"type": "integer"},
+                "attempt_timeout_ms": {"type": "integer"},
+            }
+        ),
+        "Owner": {
+            "oneOf": [
+                _object({"kind": {"const": "NONE"}}),
+                _object({"kind": {"const": "PLAN"}, "plan_id": ID, "trigger_id": ID}),
+                _object({"kind": {"const": "WORKFLOW"}, "workflow_id": ID}),
+            ]
         },
-        {"expires_at": {"type": "string", "format": "date-time"}},
-    ),
-    "CredentialResponse": _envelope(_ref("Credential")),
-    "TaskResponse": _envelope(_ref("TaskDetail")),
-    "TaskPage": _envelope(_page("TaskSummary")),
-    "OperationPage": _envelope(_page("Operation")),
-    "OperationResponse": _envelope(_ref("OperationDetail")),
-    "AttemptPage": _envelope(_page("Attempt")),
-}
+        "TaskDetail": _object(
+            {
+                "id": ID,
+                "namespace_id": ID,
+                "queue_id": ID,
+                "state": STATE,
+                "revision": REVISION,
+                "handler": {"type": "string"},
+                "handler_version": {"type": "string"},
+                "payload_version": {"type": "string"},
+                "payload": {"description": "The payload JSON exactly as accepted."},
+                "available_at": TIME,
+                "deadline_at": TIME,
+                "recovery_safety": {"type": "string"},
+                "retry": _ref("RetryPolicy"),
+                "attempt_count": {"type": "integer", "minimum": 0},
+                "created_at": TIME,
+                "updated_at": TIME,
+                "effect_uncertain": {"type": "boolean"},
+                "owner": _ref("Owner"),
+                "gated": {"type": "boolean"},
+                "leased": {"type": "boolean"},
+                "active_attempt": {"type": "boolean"},
+                "unreleased_permit": {"type": "boolean"},
+            },
+            {
+                "business_key": {"type": "string"},
+                "concurrency_key": {"type": "string"},
+                "priority": {"type": "integer"},
+                "start_deadline_at": TIME,
+                "result": {"description": "The result JSON exactly as declared; never null."},
+                "completed_at": TIME,
+                "retry_of": ID,
+                "lease_expires_at": TIME,
+                "retry_successor_id": ID,
+            },
+        ),
+        "TaskSummary": _object(
+            {
+                "id": ID,
+                "namespace_id": ID,
+                "queue_id": ID,
+                "state": STATE,
+                "revision": REVISION,
+                "handler": {"type": "string"},
+                "handler_version": {"type": "string"},
+                "attempt_count": {"type": "integer"},
+                "effect_uncertain": {"type": "boolean"},
+                "created_at": TIME,
+                "updated_at": TIME,
+            },
+            {"business_key": {"type": "string"}, "completed_at": TIME},
+        ),
+        "Operation": _object(
+            {
+                "id": ID,
+                "task_id": ID,
+                "operation_id": ID,
+                "actor_id": ID,
+                "action": {"type": "string"},
+                "created_at": TIME,
+            }
+        ),
+        "OperationDetail": _object(
+            {
+                "id": ID,
+                "task_id": ID,
+                "operation_id": ID,
+                "actor_id": ID,
+                "action": {"type": "string"},
+                "created_at": TIME,
+                "reason": {"type": "string"},
+                "before": {"type": ["object", "null"]},
+                "after": {"type": "object"},
+            },
+            {"evidence_ref": {"type": "string"}},
+        ),
+        "LateReport": _object(
+            {
+                "id": ID,
+                "outcome": {"type": "string", "enum": ["SUCCEEDED", "FAILED", "UNKNOWN"]},
+                "detail": {"type": "string"},
+                "received_at": TIME,
+            }
+        ),
+        "Attempt": _object(
+            {
+                "id": ID,
+                "task_id": ID,
+                "number": {"type": "integer", "minimum": 1},
+                "worker_id": {"type": "string"},
+                "started_at": TIME,
+                "outcome": {
+                    "type": ["string", "null"],
+                    "enum": ["SUCCEEDED", "FAILED", "UNKNOWN", None],
+                },
+                "late_reports": {"type": "array", "items": _ref("LateReport")},
+            },
+            {"ended_at": TIME, "error": {"type": "string"}},
+        ),
+        "ReviewRequest": _object(
+            {
+                "expected_revision": REVISION,
+                "reason": REASON,
+                "evidence_ref": evidence_ref,
+                "execution_settled": {"const": True},
+                "outcome": {"type": "string", "enum": ["SUCCEEDED", "FAILED"]},
+                "result": {"not": {"type": "null"}, "description": "At most 256 KiB of JSON text."},
+            }
+        ),
+        "RetryRequest": _object(
+            {
+                "expected_revision": REVISION,
+                "reason": REASON,
+                "evidence_ref": evidence_ref,
+                "safe_to_retry": {"const": True},
+                "task_timeout_ms": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_TASK_TIMEOUT_MS,
+                },
+            },
+            {
+                "available_at": TIME_INPUT,
+                "start_deadline_at": TIME_INPUT,
+            },
+        ),
+        "ReviewReceipt": _envelope(
+            _object(
+                {"task": _ref("TaskDetail"), "audit_id": ID, "deduplicated": {"type": "boolean"}}
+            )
+        ),
+        "RetryReceipt": _envelope(
+            _object(
+                {
+                    "source_task_id": ID,
+                    "task": _ref("TaskDetail"),
+                    "audit_id": ID,
+                    "deduplicated": {"type": "boolean"},
+                }
+            )
+        ),
+        "Credential": _object(
+            {
+                "id": ID,
+                "actor_id": ID,
+                "actor_name": {"type": "string", "minLength": 1},
+                "namespace_id": ID,
+                "queue_ids": {
+                    "type": "array",
+                    "items": ID,
+                    "description": "Empty: the whole namespace.",
+                },
+                "permissions": {"type": "array", "items": {"type": "string"}},
+            },
+            {"expires_at": {"type": "string", "format": "date-time"}},
+        ),
+        "CredentialResponse": _envelope(_ref("Credential")),
+        "TaskResponse": _envelope(_ref("TaskDetail")),
+        "TaskPage": _envelope(_page("TaskSummary")),
+        "OperationPage": _envelope(_page("Operation")),
+        "OperationResponse": _envelope(_ref("OperationDetail")),
+        "AttemptPage": _envelope(_page("Attempt")),
+    }
 
 
 def _response(schema: str, description: str) -> dict[str, Any]:
@@ -297,6 +387,10 @@ def _write(summary: str, request: str, permission: str, ok: dict[str, Any]) -> d
             "parameters": [TASK_ID, IDEMPOTENCY_KEY],
             "requestBody": {
                 "required": True,
+                "description": (
+                    "At most 512 KiB of UTF-8 JSON (C6): no duplicate keys, no lone surrogates "
+                    "(\\ud800), numbers kept exactly as written."
+                ),
                 "content": {"application/json": {"schema": _ref(request)}},
             },
             "responses": {**ok, **WRITE_ERRORS},
@@ -304,116 +398,138 @@ def _write(summary: str, request: str, permission: str, ok: dict[str, Any]) -> d
     }
 
 
-PATHS: dict[str, Any] = {
-    "/v1/openapi.json": {
-        "get": {
-            "summary": "This document (no credential needed)",
-            "security": [],
-            "responses": {
-                "200": {
-                    "description": "The OpenAPI 3.1 document",
-                    "content": {
-                        "application/json": {
-                            "schema": {"type": "object", "required": ["openapi", "info", "paths"]}
-                        }
-                    },
-                }
-            },
-        }
-    },
-    "/v1/credential": {
-        "get": {
-            "summary": "The presented token's own credential: namespace, queues, permissions",
-            "x-permission": "tasks:read",
-            "responses": {
-                "200": _response("CredentialResponse", "The credential"),
-                **_errors(400, 401, 403, 503),
-            },
-        }
-    },
-    "/v1/tasks": {
-        "get": {
-            "summary": "List tasks (summaries, newest first; never retry_of)",
-            "x-permission": "tasks:read",
-            "parameters": [
-                _parameter("state", "query", {"type": "string"}, False),
-                _parameter("queue_id", "query", ID, False),
-                _parameter("handler", "query", {"type": "string"}, False),
-                _parameter("business_key", "query", {"type": "string"}, False),
-                LIMIT,
-                CURSOR,
-            ],
-            "responses": {"200": _response("TaskPage", "A page of tasks"), **READ_ERRORS},
-        }
-    },
-    "/v1/tasks/{task_id}": {
-        "get": {
-            "summary": "GetTask: the task detail with retry_of and recovery facts",
-            "x-permission": "tasks:read",
-            "parameters": [TASK_ID],
-            "responses": {"200": _response("TaskResponse", "The task"), **READ_ERRORS},
-        }
-    },
-    "/v1/tasks/{task_id}:review": _write(
-        "Review a NEEDS_REVIEW task (RV)",
-        "ReviewRequest",
-        "tasks:review",
-        {"200": _response("ReviewReceipt", "Reviewed, or the replayed receipt")},
-    ),
-    "/v1/tasks/{task_id}:retry": _write(
-        "Retry a FAILED or CANCELLED task as a new linked task (RT)",
-        "RetryRequest",
-        "tasks:retry",
-        {
-            "201": _response("RetryReceipt", "The successor was created"),
-            "200": _response("RetryReceipt", "The replayed receipt"),
-            **_errors(429),
+def _paths() -> dict[str, Any]:
+    return {
+        "/v1/openapi.json": {
+            "get": {
+                "summary": "This document (no credential needed)",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "The OpenAPI 3.1 document",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["openapi", "info", "paths"],
+                                }
+                            }
+                        },
+                    }
+                },
+            }
         },
-    ),
-    "/v1/tasks/{task_id}/operations": {
-        "get": {
-            "summary": "The task's operation audit, newest first (AU2-AU4)",
-            "x-permission": "tasks:audit:read",
-            "parameters": [TASK_ID, LIMIT, CURSOR],
-            "responses": {"200": _response("OperationPage", "A page of operations"), **READ_ERRORS},
-        }
-    },
-    "/v1/tasks/{task_id}/operations/{audit_id}": {
-        "get": {
-            "summary": "One operation with reason, evidence, before and after (AU5)",
-            "x-permission": "tasks:audit:read",
-            "parameters": [TASK_ID, AUDIT_ID],
-            "responses": {"200": _response("OperationResponse", "The operation"), **READ_ERRORS},
-        }
-    },
-    "/v1/tasks/{task_id}/attempts": {
-        "get": {
-            "summary": "The task's executions, newest first, with late reports",
-            "x-permission": "tasks:read",
-            "parameters": [TASK_ID, LIMIT, CURSOR],
-            "responses": {"200": _response("AttemptPage", "A page of attempts"), **READ_ERRORS},
-        }
-    },
-}
+        "/v1/credential": {
+            "get": {
+                "summary": "The presented token's own credential: namespace, queues, permissions",
+                "x-permission": "tasks:read",
+                "responses": {
+                    "200": _response("CredentialResponse", "The credential"),
+                    **_errors(400, 401, 403, 503),
+                },
+            }
+        },
+        "/v1/tasks": {
+            "get": {
+                "summary": "List tasks (summaries, newest first; never retry_of)",
+                "x-permission": "tasks:read",
+                "parameters": [
+                    _parameter(
+                        "state",
+                        "query",
+                        {"type": "string", "pattern": f"^({STATES})(,({STATES}))*$"},
+                        False,
+                    ),
+                    _parameter("queue_id", "query", ID, False),
+                    _parameter("handler", "query", TEXT_FILTER, False),
+                    _parameter("business_key", "query", TEXT_FILTER, False),
+                    LIMIT,
+                    CURSOR,
+                ],
+                "responses": {"200": _response("TaskPage", "A page of tasks"), **READ_ERRORS},
+            }
+        },
+        "/v1/tasks/{task_id}": {
+            "get": {
+                "summary": "GetTask: the task detail with retry_of and recovery facts",
+                "x-permission": "tasks:read",
+                "parameters": [TASK_ID],
+                "responses": {"200": _response("TaskResponse", "The task"), **READ_ERRORS},
+            }
+        },
+        "/v1/tasks/{task_id}:review": _write(
+            "Review a NEEDS_REVIEW task (RV)",
+            "ReviewRequest",
+            "tasks:review",
+            {"200": _response("ReviewReceipt", "Reviewed, or the replayed receipt")},
+        ),
+        "/v1/tasks/{task_id}:retry": _write(
+            "Retry a FAILED or CANCELLED task as a new linked task (RT)",
+            "RetryRequest",
+            "tasks:retry",
+            {
+                "201": _response("RetryReceipt", "The successor was created"),
+                "200": _response("RetryReceipt", "The replayed receipt"),
+                **_errors(429),
+            },
+        ),
+        "/v1/tasks/{task_id}/operations": {
+            "get": {
+                "summary": "The task's operation audit, newest first (AU2-AU4)",
+                "x-permission": "tasks:audit:read",
+                "parameters": [TASK_ID, LIMIT, CURSOR],
+                "responses": {
+                    "200": _response("OperationPage", "A page of operations"),
+                    **READ_ERRORS,
+                },
+            }
+        },
+        "/v1/tasks/{task_id}/operations/{audit_id}": {
+            "get": {
+                "summary": "One operation with reason, evidence, before and after (AU5)",
+                "x-permission": "tasks:audit:read",
+                "parameters": [TASK_ID, AUDIT_ID],
+                "responses": {
+                    "200": _response("OperationResponse", "The operation"),
+                    **READ_ERRORS,
+                },
+            }
+        },
+        "/v1/tasks/{task_id}/attempts": {
+            "get": {
+                "summary": "The task's executions, newest first, with late reports",
+                "x-permission": "tasks:read",
+                "parameters": [TASK_ID, LIMIT, CURSOR],
+                "responses": {"200": _response("AttemptPage", "A page of attempts"), **READ_ERRORS},
+            }
+        },
+    }
 
-DOCUMENT: dict[str, Any] = {
-    "openapi": "3.1.0",
-    "info": {
-        "title": "Orbit recovery API (embedded ledger)",
-        "version": "1",
-        "description": "Manual review, manual retry and the task operation audit. See docs/api.md.",
-    },
-    "components": {
-        "schemas": SCHEMAS,
-        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-    },
-    "security": [{"bearer": []}],
-    "paths": PATHS,
-}
+
+@functools.cache
+def document() -> dict[str, Any]:
+    """Built once, on first use: the evidence_ref pattern is computed from the Unicode
+    database (a quarter of a second), which no process should pay at start."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Orbit recovery API (embedded ledger)",
+            "version": "1",
+            "description": (
+                "Manual review, manual retry and the task operation audit. See docs/api.md."
+            ),
+        },
+        "components": {
+            "schemas": _schemas(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": _paths(),
+    }
 
 
 @csrf_exempt  # a token-less GET-only document: other methods answer 405, not a CSRF page
 @require_GET
 def openapi_document(request: HttpRequest) -> JsonResponse:
     """The document itself; its request id travels in the X-Request-Id header."""
-    return JsonResponse(DOCUMENT)
+    return JsonResponse(document())

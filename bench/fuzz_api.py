@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import random
 import sys
 import time
 from dataclasses import dataclass, field
@@ -87,16 +88,29 @@ def _example(case: Any, response: requests.Response) -> dict[str, Any]:
     }
 
 
-def fuzz(base_url: str, token: str, *, per_operation: int, seed: int = 0) -> Findings:
-    """Send ``per_operation`` generated requests, valid by the document, to each operation."""
-    schema = schemathesis.openapi.from_url(f"{base_url}/v1/openapi.json")
+@dataclass(frozen=True)
+class Target:
+    """Where the requests go: the server, the token they carry, and the ids of real tasks and
+    their audit records, which half of the requests use instead of generated ids (so that they
+    reach the reads and the state checks behind a task that exists, not only its 404)."""
+
+    base_url: str
+    token: str
+    tasks: dict[str, list[str]]  # task id -> its audit ids
+
+
+def fuzz(target: Target, *, requests_wanted: int, seed: int = 0) -> Findings:
+    """At least ``requests_wanted`` generated requests, valid by the document, spread evenly
+    over its operations."""
+    schema = schemathesis.openapi.from_url(f"{target.base_url}/v1/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    per_operation = -(-requests_wanted // len(operations))
     findings = Findings()
     with requests.Session() as session:
-        session.headers["Authorization"] = f"Bearer {token}"
-        for result in schema.get_all_operations():
-            operation = result.ok()
+        session.headers["Authorization"] = f"Bearer {target.token}"
+        for operation in operations:
             strategy = operation.as_strategy(generation_mode=GenerationMode.POSITIVE)
-            send_all(strategy, operation.label, per_operation, seed, base_url, session, findings)
+            send_all(strategy, operation.label, per_operation, seed, target, session, findings)
     return findings
 
 
@@ -105,10 +119,13 @@ def send_all(
     label: str,
     examples: int,
     seed: int,
-    base_url: str,
+    target: Target,
     session: requests.Session,
     findings: Findings,
 ) -> None:
+    choices = random.Random(seed)
+    sent = 0
+
     @hypothesis.seed(seed)
     @hypothesis.settings(
         max_examples=examples,
@@ -119,7 +136,14 @@ def send_all(
     )
     @hypothesis.given(case=strategy)
     def send(case: Any) -> None:
-        response = case.call(base_url=base_url, session=session)
+        nonlocal sent
+        sent += 1
+        if sent % 2 and "task_id" in (case.path_parameters or {}):
+            task_id = choices.choice(sorted(target.tasks))
+            case.path_parameters["task_id"] = task_id
+            if "audit_id" in case.path_parameters and target.tasks[task_id]:
+                case.path_parameters["audit_id"] = choices.choice(target.tasks[task_id])
+        response = case.call(base_url=target.base_url, session=session)
         findings.record(label, case, response)
 
     send()
@@ -140,18 +164,23 @@ def main() -> None:
     url = f"sqlite:///{database}"
     setup_django(url)
     manage(url, "migrate", "--no-input")
+    from orbit_console.ledger.models import OperationAudit
     from orbit_console.ledger.seed import seed_world
 
-    token = seed_world(label="fuzz")["tokens"]["admin"]
-    operations = 9
-    per_operation = -(-args.requests // operations)
+    world = seed_world(label="fuzz")
+    audits: dict[str, list[str]] = {task_id: [] for task_id in world["tasks"].values()}
+    for task_id, audit_id in OperationAudit.objects.filter(task_id__in=audits).values_list(
+        "task_id", "id"
+    ):
+        audits[task_id].append(audit_id)
     name = f"fuzz_api{'-' + args.label if args.label else ''}.json"
     load_before = loadavg()
     began = time.perf_counter()
     log = BENCH_DIR / name.replace(".json", ".log")
     server = ServedProcess(url, shape="daphne", log_path=log).start()
     try:
-        findings = fuzz(server.url, token, per_operation=per_operation, seed=args.seed)
+        target = Target(server.url, world["tokens"]["admin"], audits)
+        findings = fuzz(target, requests_wanted=args.requests, seed=args.seed)
     finally:
         server.stop()
     result = {

@@ -27,6 +27,7 @@ COMPOSE_SECRETS = {
     "SECRET_KEY": "compose-check",
     "ORBIT_TOKEN_KEYS": "compose-check",
     "MYSQL_PASSWORD": "compose-check",
+    "MYSQL_MIGRATE_PASSWORD": "compose-check",
     "MYSQL_ROOT_PASSWORD": "compose-check",
     "ORBIT_HOST": "console.example.com",
 }
@@ -290,7 +291,9 @@ def test_docker_compose_config_is_valid() -> None:
     }
 
 
-@pytest.mark.parametrize("secret", ["SECRET_KEY", "ORBIT_TOKEN_KEYS", "MYSQL_PASSWORD"])
+@pytest.mark.parametrize(
+    "secret", ["SECRET_KEY", "ORBIT_TOKEN_KEYS", "MYSQL_PASSWORD", "MYSQL_MIGRATE_PASSWORD"]
+)
 def test_docker_compose_refuses_to_run_without_a_secret(secret: str) -> None:
     done = compose("config", "--quiet", env=compose_env(**{secret: None}))
     assert done.returncode != 0

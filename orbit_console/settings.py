@@ -278,6 +278,10 @@ ORBIT_API_CONNECT_TIMEOUT = float(env_int("ORBIT_API_CONNECT_TIMEOUT_SECONDS", 5
 ORBIT_TOKEN_KEYS = env_list("ORBIT_TOKEN_KEYS", [])
 if PRODUCTION and not ORBIT_TOKEN_KEYS:
     raise ImproperlyConfigured("ORBIT_TOKEN_KEYS is required when ORBIT_ENV=production")
+# The keys that link the audit chains (lib/auditkeys.py): the first links, all verify.
+ORBIT_AUDIT_KEYS = env_list("ORBIT_AUDIT_KEYS", [])
+if PRODUCTION and not ORBIT_AUDIT_KEYS:
+    raise ImproperlyConfigured("ORBIT_AUDIT_KEYS is required when ORBIT_ENV=production")
 # Four eyes (docs/approvals.md): per action, whether a supervisor must approve a decision
 # before it is sent, and how many distinct supervisors. Default: required, one approver.
 CONSOLE_APPROVAL_POLICY = {

@@ -1,9 +1,7 @@
 """The hash chain of the console's append-only record (``ConsoleEvent``)."""
 
-import hashlib
-
 from orbit_console.console.models import ChainHead, ConsoleEvent
-from orbit_console.lib import strictjson
+from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
 from orbit_console.lib.rfc3339 import format_utc
 
@@ -11,7 +9,10 @@ CONSOLE_CHAIN = "console"
 
 
 def entry_hash(event: ConsoleEvent) -> str:
-    content = {
+    """The entry's link: an HMAC of its canonical content (its key id included) under the key
+    it names (``lib/auditkeys.py``)."""
+    content: dict[str, object] = {
+        "key_id": event.key_id,
         "id": event.id,
         "seq": event.seq,
         "kind": event.kind,
@@ -23,11 +24,9 @@ def entry_hash(event: ConsoleEvent) -> str:
         "note": event.note,
         "created_at": format_utc(event.created_at),
         "prev_hash": event.prev_hash,
+        "namespace_id": event.namespace_id,
     }
-    if event.namespace_id:
-        # Entries from before the namespace was recorded keep the hash they were given.
-        content["namespace_id"] = event.namespace_id
-    return hashlib.sha256(strictjson.canonical(content).encode()).hexdigest()
+    return auditkeys.link(event.key_id, strictjson.canonical(content).encode())
 
 
 def append(event: ConsoleEvent) -> ConsoleEvent:
@@ -36,6 +35,7 @@ def append(event: ConsoleEvent) -> ConsoleEvent:
     head = ChainHead.objects.select_for_update().get(name=CONSOLE_CHAIN)
     event.seq = head.seq + 1
     event.prev_hash = head.last_hash
+    event.key_id = auditkeys.current_key_id()
     event.entry_hash = entry_hash(event)
     event.save(force_insert=True)
     head.seq = event.seq
@@ -56,7 +56,11 @@ def verify() -> tuple[int, str | None]:
             return checked, f"{where}: expected seq {expected_seq}; an entry is missing"
         if event.prev_hash != previous:
             return checked, f"{where}: does not link to the entry before it"
-        if entry_hash(event) != event.entry_hash:
+        try:
+            linked = entry_hash(event)
+        except auditkeys.UnknownKey:
+            return checked, f"{where}: names an audit key this installation does not hold"
+        if linked != event.entry_hash:
             return checked, f"{where}: its content does not match its hash; it was changed"
         expected_seq, previous = expected_seq + 1, event.entry_hash
     head = ChainHead.objects.filter(name=CONSOLE_CHAIN).first()

@@ -262,6 +262,8 @@ class ConsoleEvent(models.Model):
     created_at = models.DateTimeField()
     prev_hash = models.CharField(max_length=64, blank=True)
     entry_hash = models.CharField(max_length=64)
+    # The audit key that links this entry (lib/auditkeys.py): its id, never the key.
+    key_id = models.CharField(max_length=16, default="")
 
     class Meta:
         indexes = [

@@ -1,15 +1,17 @@
-"""The hash chain of each task's operation audit (see ``OperationAudit``)."""
-
-import hashlib
+"""The hash chain of each task's operation audit (see ``OperationAudit``), linked with the audit
+keys (``lib/auditkeys.py``)."""
 
 from orbit_console.ledger.models import OperationAudit
-from orbit_console.lib import strictjson
+from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
 from orbit_console.lib.rfc3339 import format_utc
 
 
 def entry_hash(record: OperationAudit) -> str:
+    """The record's link: an HMAC of its canonical content (its key id included) under the key
+    it names. ``auditkeys.UnknownKey`` when that key is not configured."""
     content = {
+        "key_id": record.key_id,
         "id": record.id,
         "namespace_id": record.namespace_id,
         "task_id": record.task_id,
@@ -24,7 +26,7 @@ def entry_hash(record: OperationAudit) -> str:
         "created_at": format_utc(record.created_at),
         "prev_hash": record.prev_hash,
     }
-    return hashlib.sha256(strictjson.canonical(content).encode()).hexdigest()
+    return auditkeys.link(record.key_id, strictjson.canonical(content).encode())
 
 
 def verify() -> tuple[int, str | None]:
@@ -43,7 +45,11 @@ def verify() -> tuple[int, str | None]:
             return checked, f"{where}: expected seq {expected_seq}; a record is missing"
         if record.prev_hash != previous:
             return checked, f"{where}: does not link to the record before it"
-        if entry_hash(record) != record.entry_hash:
+        try:
+            linked = entry_hash(record)
+        except auditkeys.UnknownKey:
+            return checked, f"{where}: names an audit key this installation does not hold"
+        if linked != record.entry_hash:
             return checked, f"{where}: its content does not match its hash; it was changed"
         expected_seq, previous = expected_seq + 1, record.entry_hash
     return checked, None

@@ -12,6 +12,7 @@ from orbit_console.ledger.errors import ApplicationFull, QueueFull
 from orbit_console.ledger.models import Application, OperationAudit, Queue, ResultEvent, Task
 from orbit_console.ledger.publish import announce_on_commit
 from orbit_console.ledger.serializers import json_text
+from orbit_console.lib import auditkeys
 from orbit_console.lib.ids import new_id
 
 
@@ -81,6 +82,7 @@ def write_audit(
         after=json_text(after),
         created_at=now,
         prev_hash=previous["entry_hash"] if previous else "",
+        key_id=auditkeys.current_key_id(),
     )
     record.entry_hash = chain.entry_hash(record)
     record.save(force_insert=True)

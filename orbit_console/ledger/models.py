@@ -270,7 +270,9 @@ class OperationAudit(models.Model):
     ``before`` and ``after`` are JSON text. Records are only ever inserted. The records of a
     task form a hash chain: ``seq`` numbers them from 1, ``prev_hash`` is the ``entry_hash`` of
     the record before (empty for the first) and ``entry_hash`` covers this record's canonical
-    content and ``prev_hash``, so that an edited or removed record breaks the chain.
+    content and ``prev_hash``, so that an edited or removed record breaks the chain. The hash is
+    an HMAC under the audit key ``key_id`` names (``lib/auditkeys.py``): without the key, no
+    one can link a changed record back in.
     """
 
     id = _id_field(primary_key=True, default=new_id, editable=False)
@@ -287,6 +289,7 @@ class OperationAudit(models.Model):
     created_at = models.DateTimeField()
     prev_hash = models.CharField(max_length=64, blank=True)
     entry_hash = models.CharField(max_length=64)
+    key_id = models.CharField(max_length=16, default="")
 
     class Meta:
         constraints = [

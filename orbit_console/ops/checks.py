@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from orbit_console.ops.workers import shares_channel_layer
 
@@ -53,3 +53,19 @@ def grouped_middleware(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         for path, check_id in REQUIRED_MIDDLEWARE.items()
         if path not in running
     ]
+
+
+@register(Tags.security)
+def audit_keys(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """The audit keys are read at start-up, so that a bad key stops the process before the
+    first decision rather than failing it (lib/auditkeys.py)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from orbit_console.lib import auditkeys
+
+    auditkeys.forget()
+    try:
+        auditkeys.current_key_id()
+    except ImproperlyConfigured as error:
+        return [Error(str(error), id="orbit.E001")]
+    return []

@@ -8,7 +8,10 @@ and after each test: each test first checks that (a fresh ``verify`` exits 0) an
 that its restore was exact (``verify`` exits 0 again).
 """
 
+import base64
+import hashlib
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,6 +32,7 @@ from tests.audit.conftest import (
 from tests.console.web import Console, element, text_of
 from tests.support.orbit import REVIEW_REVISION, post, review_body
 from tests.support.people import TestPerson
+from tests.support.servers import child_env, run_manage
 
 FIRST_BREAK = re.compile(r"^first break: (.*)$", re.MULTILINE)
 ID = re.compile(r"\b[0-9a-f]{32}\b")
@@ -213,6 +217,67 @@ def test_deleted_last_console_event_is_found_by_the_head(
     assert f"ends at seq {last.seq - 1}" in first_break
     assert f"head says {last.seq}" in first_break
     assert "removed" in first_break
+
+
+# --- Keyed links (issue 13) ----------------------------------------------------------------------
+
+
+def resealed_without_the_key(record: OperationAudit) -> str:
+    """What someone with the rows but not the key can compute: the plain SHA-256 of the content
+    the link covers, as the chains were before they were keyed."""
+    from orbit_console.lib import strictjson
+    from orbit_console.lib.rfc3339 import format_utc
+
+    content = {
+        "key_id": record.key_id,
+        "id": record.id,
+        "namespace_id": record.namespace_id,
+        "task_id": record.task_id,
+        "seq": record.seq,
+        "operation_id": record.operation_id,
+        "actor_id": record.actor_id,
+        "action": record.action,
+        "reason": record.reason,
+        "evidence_ref": record.evidence_ref,
+        "before": strictjson.loads(record.before),
+        "after": strictjson.loads(record.after),
+        "created_at": format_utc(record.created_at),
+        "prev_hash": record.prev_hash,
+    }
+    return hashlib.sha256(strictjson.canonical(content).encode()).hexdigest()
+
+
+def test_a_record_changed_and_relinked_without_the_key_is_found(
+    intact: None, world: dict[str, Any]
+) -> None:
+    """Issue 13: a changed reason, re-hashed with the project's own function but without the
+    audit key, no longer passes."""
+    last = OperationAudit.objects.filter(task_id=world["tasks"]["failed"]).order_by("-seq")[0]
+    rows = OperationAudit.objects.filter(id=last.id)
+    forged = OperationAudit.objects.get(id=last.id)
+    forged.reason = "a reason nobody gave"
+    with append_only_lifted(AUDIT_TABLE):
+        try:
+            rows.update(reason=forged.reason, entry_hash=resealed_without_the_key(forged))
+            done = audit_verify()
+        finally:
+            rows.update(reason=last.reason, entry_hash=last.entry_hash)
+    first_break = broken_at(done)
+    assert last.id in first_break and "changed" in first_break
+
+
+def test_keys_rotate_and_a_record_of_a_key_not_held_is_found(intact: None) -> None:
+    """A new key goes first and the old one stays: everything verifies. Without the old key,
+    its records are named as linked by a key this installation does not hold."""
+    from orbit_console.lib.auditkeys import _keyring
+
+    current_id, ring = _keyring()
+    old = base64.urlsafe_b64encode(ring[current_id]).decode()
+    new = secrets.token_urlsafe(32)
+    rotated = run_manage("audit", "verify", env=child_env(ORBIT_AUDIT_KEYS=f"{new},{old}"))
+    assert rotated.returncode == 0, verify_output(rotated)
+    without_old = run_manage("audit", "verify", env=child_env(ORBIT_AUDIT_KEYS=new))
+    assert "an audit key this installation does not hold" in broken_at(without_old)
 
 
 def test_explorer_shows_the_last_verification_result(

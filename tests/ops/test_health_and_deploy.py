@@ -5,6 +5,7 @@ locked dependencies."""
 
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tomllib
@@ -26,6 +27,7 @@ DOCKER_COMPOSE = "/usr/bin/docker-compose"
 COMPOSE_SECRETS = {
     "SECRET_KEY": "compose-check",
     "ORBIT_TOKEN_KEYS": "compose-check",
+    "ORBIT_AUDIT_KEYS": "compose-check",
     "MYSQL_PASSWORD": "compose-check",
     "MYSQL_MIGRATE_PASSWORD": "compose-check",
     "MYSQL_ROOT_PASSWORD": "compose-check",
@@ -155,6 +157,7 @@ def production_env(**overrides: str | None) -> dict[str, str]:
         "ORBIT_ENV": "production",
         "SECRET_KEY": Fernet.generate_key().decode() + Fernet.generate_key().decode(),
         "ORBIT_TOKEN_KEYS": Fernet.generate_key().decode(),
+        "ORBIT_AUDIT_KEYS": secrets.token_urlsafe(32),
         "ALLOWED_HOSTS": "console.example.com",
         "CSRF_TRUSTED_ORIGINS": "https://console.example.com",
         "REDIS_URL": "redis://127.0.0.1:6379/0",
@@ -191,9 +194,18 @@ def test_check_deploy_is_clean_with_the_production_environment() -> None:
         ({"SECRET_KEY": None}, "SECRET_KEY is required"),
         ({"SECRET_KEY": ""}, "SECRET_KEY is required"),
         ({"ORBIT_TOKEN_KEYS": None}, "ORBIT_TOKEN_KEYS is required"),
+        ({"ORBIT_AUDIT_KEYS": None}, "ORBIT_AUDIT_KEYS is required"),
+        ({"ORBIT_AUDIT_KEYS": "c2hvcnQ"}, "ORBIT_AUDIT_KEYS: each key needs 32 bytes"),
         ({"DEBUG": "1"}, "DEBUG must be off"),
     ],
-    ids=["no-secret-key", "empty-secret-key", "no-token-keys", "debug-on"],
+    ids=[
+        "no-secret-key",
+        "empty-secret-key",
+        "no-token-keys",
+        "no-audit-keys",
+        "short-audit-key",
+        "debug-on",
+    ],
 )
 def test_check_deploy_fails_without_what_production_requires(
     overrides: dict[str, str | None], message: str
@@ -292,7 +304,14 @@ def test_docker_compose_config_is_valid() -> None:
 
 
 @pytest.mark.parametrize(
-    "secret", ["SECRET_KEY", "ORBIT_TOKEN_KEYS", "MYSQL_PASSWORD", "MYSQL_MIGRATE_PASSWORD"]
+    "secret",
+    [
+        "SECRET_KEY",
+        "ORBIT_TOKEN_KEYS",
+        "ORBIT_AUDIT_KEYS",
+        "MYSQL_PASSWORD",
+        "MYSQL_MIGRATE_PASSWORD",
+    ],
 )
 def test_docker_compose_refuses_to_run_without_a_secret(secret: str) -> None:
     done = compose("config", "--quiet", env=compose_env(**{secret: None}))

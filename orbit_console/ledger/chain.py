@@ -1,6 +1,8 @@
 """The hash chain of each task's operation audit (see ``OperationAudit``), linked with the audit
 keys (``lib/auditkeys.py``)."""
 
+from typing import Any
+
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
@@ -10,7 +12,12 @@ from orbit_console.lib.rfc3339 import format_utc
 def entry_hash(record: OperationAudit) -> str:
     """The record's link: an HMAC of its canonical content (its key id included) under the key
     it names. ``auditkeys.UnknownKey`` when that key is not configured."""
-    content = {
+    return auditkeys.link(record.key_id, strictjson.canonical(content(record)).encode())
+
+
+def content(record: OperationAudit) -> dict[str, Any]:
+    """What a record's link covers."""
+    return {
         "key_id": record.key_id,
         "id": record.id,
         "namespace_id": record.namespace_id,
@@ -26,7 +33,6 @@ def entry_hash(record: OperationAudit) -> str:
         "created_at": format_utc(record.created_at),
         "prev_hash": record.prev_hash,
     }
-    return auditkeys.link(record.key_id, strictjson.canonical(content).encode())
 
 
 def verify() -> tuple[int, str | None]:

@@ -225,26 +225,10 @@ def test_deleted_last_console_event_is_found_by_the_head(
 def resealed_without_the_key(record: OperationAudit) -> str:
     """What someone with the rows but not the key can compute: the plain SHA-256 of the content
     the link covers, as the chains were before they were keyed."""
+    from orbit_console.ledger.chain import content
     from orbit_console.lib import strictjson
-    from orbit_console.lib.rfc3339 import format_utc
 
-    content = {
-        "key_id": record.key_id,
-        "id": record.id,
-        "namespace_id": record.namespace_id,
-        "task_id": record.task_id,
-        "seq": record.seq,
-        "operation_id": record.operation_id,
-        "actor_id": record.actor_id,
-        "action": record.action,
-        "reason": record.reason,
-        "evidence_ref": record.evidence_ref,
-        "before": strictjson.loads(record.before),
-        "after": strictjson.loads(record.after),
-        "created_at": format_utc(record.created_at),
-        "prev_hash": record.prev_hash,
-    }
-    return hashlib.sha256(strictjson.canonical(content).encode()).hexdigest()
+    return hashlib.sha256(strictjson.canonical(content(record)).encode()).hexdigest()
 
 
 def test_a_record_changed_and_relinked_without_the_key_is_found(

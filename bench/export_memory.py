@@ -145,6 +145,7 @@ def make_people(namespace_id: str) -> People:
                 action="review",
                 task_id=new_id(),
                 queue_id=new_id(),
+                namespace_id=namespace_id,  # the auditor's: the explorer reads only that
                 expected_revision="3",
                 idempotency_key=f"orbit-console-{submission_id}",
                 body='{"expected_revision": "3"}',
@@ -168,11 +169,12 @@ def fill_record(people: People, total: int) -> tuple[int, float]:
 
     from orbit_console.console import chain
     from orbit_console.console.models import ChainHead, ConsoleEvent, Submission
+    from orbit_console.lib import auditkeys
     from orbit_console.lib.ids import new_id
 
     started = time.monotonic()
     subjects = {
-        s.id: (s.task_id, s.queue_id)
+        s.id: (s.task_id, s.queue_id, s.namespace_id)
         for s in Submission.objects.filter(id__in=people.submission_ids)
     }
     ids = people.submission_ids
@@ -186,7 +188,7 @@ def fill_record(people: People, total: int) -> tuple[int, float]:
         batch: list[ConsoleEvent] = []
         for index in range(missing):
             submission_id = ids[index % len(ids)]
-            task_id, queue_id = subjects[submission_id]
+            task_id, queue_id, namespace_id = subjects[submission_id]
             seq += 1
             event = ConsoleEvent(
                 id=new_id(),
@@ -194,11 +196,13 @@ def fill_record(people: People, total: int) -> tuple[int, float]:
                 kind=KINDS[index % len(KINDS)],
                 task_id=task_id,
                 queue_id=queue_id,
+                namespace_id=namespace_id,
                 submission_id=submission_id,
                 actor_id=people.operator_id,
                 note=f"bench entry {seq}: checked the object store; evidence:bench-{seq}",
                 created_at=moment + timedelta(milliseconds=index),
                 prev_hash=previous,
+                key_id=auditkeys.current_key_id(),
             )
             event.entry_hash = chain.entry_hash(event)
             previous = event.entry_hash

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import hmac
 import http.client
 import json
 import queue
@@ -161,7 +162,11 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
     def columns(model: Any) -> str:
         return ", ".join(f"`{field.column}`" for field in model._meta.concrete_fields)
 
+    from orbit_console.lib.auditkeys import _keyring
+
     token_hash = hashlib.sha256(world["tokens"]["admin"].encode()).hexdigest()
+    audit_key_id, keys = _keyring()
+    audit_key = keys[audit_key_id]
     credential = Credential.objects.get(token_hash=token_hash)
     tasks = {task.id: task for task in Task.objects.filter(id__in=world["raw_tasks"])}
 
@@ -217,7 +222,7 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
         audit_id = secrets.token_hex(16)
         cursor.execute(
             f"INSERT INTO ledger_operationaudit ({columns(OperationAudit)}) "  # noqa: S608
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 audit_id,
                 task.namespace_id,
@@ -232,7 +237,9 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
                 '{"state":"FAILED","revision":"4","effect_uncertain":false}',
                 now,
                 prev_hash,
-                hashlib.sha256(f"{prev_hash}{audit_id}".encode()).hexdigest(),
+                # An HMAC-SHA256 like the API's (lib/auditkeys.py), over a stand-in content.
+                hmac.new(audit_key, f"{prev_hash}{audit_id}".encode(), "sha256").hexdigest(),
+                audit_key_id,
             ],
         )
         cursor.execute(

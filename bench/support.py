@@ -469,6 +469,7 @@ def grow(database_url: str, namespace_id: str, rows: int) -> dict[str, Any]:
         "created_at": "t.created_at",
         "prev_hash": "''",
         "entry_hash": "SHA2(t.id, 256)",
+        "key_id": "''",
     }
     cursor.execute(
         f"INSERT INTO ledger_operationaudit ({', '.join(f'`{c}`' for c in audit_columns)}) "  # noqa: S608

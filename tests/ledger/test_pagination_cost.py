@@ -17,6 +17,7 @@ from orbit_console.ledger import chain, selectors
 from orbit_console.ledger.auth import hash_token
 from orbit_console.ledger.models import Credential, OperationAudit, Task, TaskState
 from orbit_console.ledger.seed import seed_world
+from orbit_console.lib import auditkeys
 from orbit_console.lib.ids import new_id
 
 ROWS = 5000
@@ -49,6 +50,7 @@ def insert_audits(task: Task, count: int) -> list[OperationAudit]:
             after='{"state":"FAILED","revision":"3"}',
             created_at=BASE + timedelta(seconds=index // 3),  # three records per instant
             prev_hash=prev_hash,
+            key_id=auditkeys.current_key_id(),
         )
         record.entry_hash = chain.entry_hash(record)
         prev_hash = record.entry_hash

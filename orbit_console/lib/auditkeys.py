@@ -67,8 +67,3 @@ def link(key_id_: str, message: bytes) -> str:
     if key is None:
         raise UnknownKey(key_id_)
     return hmac.new(key, message, hashlib.sha256).hexdigest()
-
-
-def forget() -> None:
-    """Read the keys again (after settings change: tests)."""
-    _keyring.cache_clear()

@@ -63,7 +63,6 @@ def audit_keys(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 
     from orbit_console.lib import auditkeys
 
-    auditkeys.forget()
     try:
         auditkeys.current_key_id()
     except ImproperlyConfigured as error:

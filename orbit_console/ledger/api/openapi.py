@@ -128,7 +128,8 @@ def _page(item: str) -> dict[str, Any]:
 
 
 def _schemas() -> dict[str, Any]:
-    evidence_ref = _evidence_ref()
+    # What every recovery decision carries (C5, C10), review or retry.
+    decision = {"expected_revision": REVISION, "reason": REASON, "evidence_ref": _evidence_ref()}
     return {
         "Error": _object(
             {
@@ -281,9 +282,7 @@ def _schemas() -> dict[str, Any]:
         ),
         "ReviewRequest": _object(
             {
-                "expected_revision": REVISION,
-                "reason": REASON,
-                "evidence_ref": evidence_ref,
+                **decision,
                 "execution_settled": {"const": True},
                 "outcome": {"type": "string", "enum": ["SUCCEEDED", "FAILED"]},
                 "result": {"not": {"type": "null"}, "description": "At most 256 KiB of JSON text."},
@@ -291,9 +290,7 @@ def _schemas() -> dict[str, Any]:
         ),
         "RetryRequest": _object(
             {
-                "expected_revision": REVISION,
-                "reason": REASON,
-                "evidence_ref": evidence_ref,
+                **decision,
                 "safe_to_retry": {"const": True},
                 "task_timeout_ms": {
                     "type": "integer",

@@ -1,4 +1,5 @@
-# Orbit Console: one image for the console replicas, the migrate step and the reconciler.
+# Orbit Console: one image for the console replicas, the migrate step, the reconciler and the
+# audit checkpoint job.
 FROM python:3.12-slim-bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential default-libmysqlclient-dev pkg-config \
@@ -21,7 +22,8 @@ FROM python:3.12-slim-bookworm
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libmariadb3 \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /app orbit
+ && useradd --system --uid 10001 --home-dir /app orbit \
+ && install -d -o orbit -g orbit /var/lib/orbit/audit-checkpoints
 WORKDIR /app
 COPY --from=build --chown=orbit:orbit /app /app
 ENV PATH=/app/.venv/bin:$PATH ORBIT_ENV=production PYTHONUNBUFFERED=1 ORBIT_VAR_DIR=/tmp/orbit

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "orbit_console.ops",
+    "orbit_console.audit",
     "orbit_console.ledger",
     "orbit_console.console",
     "orbit_console.timeline",
@@ -282,6 +283,18 @@ if PRODUCTION and not ORBIT_TOKEN_KEYS:
 ORBIT_AUDIT_KEYS = env_list("ORBIT_AUDIT_KEYS", [])
 if PRODUCTION and not ORBIT_AUDIT_KEYS:
     raise ImproperlyConfigured("ORBIT_AUDIT_KEYS is required when ORBIT_ENV=production")
+# Signed checkpoints of the chains' heads (audit/checkpoints.py): the Ed25519 private keys
+# that sign them (the first signs, all verify; in production only the checkpoint job holds
+# them), public keys that only verify, the folder outside the database they are written to,
+# and how often the periodic job looks for heads that moved.
+ORBIT_AUDIT_SIGNING_KEYS = env_list("ORBIT_AUDIT_SIGNING_KEYS", [])
+if not ORBIT_AUDIT_SIGNING_KEYS and not PRODUCTION:
+    ORBIT_AUDIT_SIGNING_KEYS = [local_secret(VAR_DIR / "audit_signing_key", nbytes=32)]
+ORBIT_AUDIT_VERIFY_KEYS = env_list("ORBIT_AUDIT_VERIFY_KEYS", [])
+ORBIT_AUDIT_CHECKPOINT_DIR = Path(
+    env_str("ORBIT_AUDIT_CHECKPOINT_DIR", str(VAR_DIR / "audit-checkpoints"))
+)
+ORBIT_AUDIT_CHECKPOINT_SECONDS = env_int("ORBIT_AUDIT_CHECKPOINT_SECONDS", 60, minimum=1)
 # Four eyes (docs/approvals.md): per action, whether a supervisor must approve a decision
 # before it is sent, and how many distinct supervisors. Default: required, one approver.
 CONSOLE_APPROVAL_POLICY = {

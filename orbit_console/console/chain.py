@@ -1,5 +1,9 @@
 """The hash chain of the console's append-only record (``ConsoleEvent``)."""
 
+from collections.abc import Iterator
+from datetime import datetime
+
+from orbit_console.audit.chains import Head, Link
 from orbit_console.console.models import ChainHead, ConsoleEvent
 from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
@@ -44,29 +48,39 @@ def append(event: ConsoleEvent) -> ConsoleEvent:
     return event
 
 
-def verify() -> tuple[int, str | None]:
-    """Walk the console's chain from its first entry to its head; return how many entries were
-    checked and a description of the first break (``None`` when intact)."""
-    checked = 0
-    expected_seq, previous = 1, ""
-    for event in ascending(ConsoleEvent.objects.all(), ("seq",)):
-        checked += 1
-        where = f"console record, entry {event.id} (seq {event.seq})"
-        if event.seq != expected_seq:
-            return checked, f"{where}: expected seq {expected_seq}; an entry is missing"
-        if event.prev_hash != previous:
-            return checked, f"{where}: does not link to the entry before it"
-        try:
-            linked = entry_hash(event)
-        except auditkeys.UnknownKey:
-            return checked, f"{where}: names an audit key this installation does not hold"
-        if linked != event.entry_hash:
-            return checked, f"{where}: its content does not match its hash; it was changed"
-        expected_seq, previous = expected_seq + 1, event.entry_hash
-    head = ChainHead.objects.filter(name=CONSOLE_CHAIN).first()
-    if head is not None and (head.seq, head.last_hash) != (expected_seq - 1, previous):
-        return checked, (
-            f"console record: the chain ends at seq {expected_seq - 1} but its head says "
-            f"{head.seq}; entries at the end were removed"
+class ConsoleChain:
+    """The console's one chain, as ``manage.py audit`` reads it (``audit/chains.py``)."""
+
+    key = "console"
+    title = "console record"
+    unit = "entries"
+
+    def links(self) -> Iterator[Link]:
+        for event in ascending(ConsoleEvent.objects.all(), ("seq",)):
+            try:
+                relinked: str | None = entry_hash(event)
+            except auditkeys.UnknownKey:
+                relinked = None
+            yield Link(
+                CONSOLE_CHAIN, event.id, event.seq, event.prev_hash, event.entry_hash, relinked
+            )
+
+    def heads(self, since: datetime | None) -> Iterator[Head]:
+        # The newest entry by number, then its time: a filter on time would scan the whole
+        # table backwards when nothing is new.
+        newest = ConsoleEvent.objects.order_by("-seq").values_list(
+            "seq", "entry_hash", "created_at"
         )
-    return checked, None
+        row = newest.first()
+        if row is not None and (since is None or row[2] >= since):
+            yield Head(CONSOLE_CHAIN, row[0], row[1])
+
+    def declared_heads(self) -> Iterator[Head]:
+        for head in ChainHead.objects.filter(name=CONSOLE_CHAIN):
+            yield Head(CONSOLE_CHAIN, head.seq, head.last_hash)
+
+    def where(self, link: Link) -> str:
+        return f"console record, entry {link.id} (seq {link.seq})"
+
+    def chain_name(self, chain: str) -> str:
+        return "console record"

@@ -65,18 +65,6 @@ class ChainHead(models.Model):
         return f"{self.name} @ {self.seq}"
 
 
-class ChainVerification(models.Model):
-    """One run of ``manage.py audit verify``: when, how many entries, and the first break."""
-
-    ran_at = models.DateTimeField()
-    ok = models.BooleanField()
-    checked = models.PositiveBigIntegerField()
-    first_break = models.TextField(blank=True)
-
-    def __str__(self) -> str:
-        return f"verification at {self.ran_at}: {'ok' if self.ok else 'BROKEN'}"
-
-
 class ProposalState(models.TextChoices):
     PENDING = "pending", _("Waiting for approval")
     APPROVED = "approved", _("Approved and sent")

@@ -1,8 +1,11 @@
 """The hash chain of each task's operation audit (see ``OperationAudit``), linked with the audit
 keys (``lib/auditkeys.py``)."""
 
+from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
+from orbit_console.audit.chains import Head, Link
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
@@ -35,27 +38,40 @@ def content(record: OperationAudit) -> dict[str, Any]:
     }
 
 
-def verify() -> tuple[int, str | None]:
-    """Walk every task's audit chain; return how many records were checked and a description
-    of the first break (``None`` when every chain is intact). Streams: memory stays bounded."""
-    checked = 0
-    task_id: str | None = None
-    expected_seq, previous = 1, ""
-    # Keyset batches on (task_id, seq), which the OR form reads from that index on MariaDB.
-    for record in ascending(OperationAudit.objects.all(), ("task_id", "seq")):
-        if record.task_id != task_id:
-            task_id, expected_seq, previous = record.task_id, 1, ""
-        checked += 1
-        where = f"ledger audit of task {record.task_id}, record {record.id} (seq {record.seq})"
-        if record.seq != expected_seq:
-            return checked, f"{where}: expected seq {expected_seq}; a record is missing"
-        if record.prev_hash != previous:
-            return checked, f"{where}: does not link to the record before it"
-        try:
-            linked = entry_hash(record)
-        except auditkeys.UnknownKey:
-            return checked, f"{where}: names an audit key this installation does not hold"
-        if linked != record.entry_hash:
-            return checked, f"{where}: its content does not match its hash; it was changed"
-        expected_seq, previous = expected_seq + 1, record.entry_hash
-    return checked, None
+class LedgerChains:
+    """The per-task audit chains, as ``manage.py audit`` reads them (``audit/chains.py``)."""
+
+    key = "ledger"
+    title = "ledger audit"
+    unit = "records"
+
+    def links(self) -> Iterator[Link]:
+        # Keyset batches on (task_id, seq), which the OR form reads from that index on MariaDB.
+        for record in ascending(OperationAudit.objects.all(), ("task_id", "seq")):
+            try:
+                relinked: str | None = entry_hash(record)
+            except auditkeys.UnknownKey:
+                relinked = None
+            yield Link(
+                record.task_id, record.id, record.seq, record.prev_hash, record.entry_hash, relinked
+            )
+
+    def heads(self, since: datetime | None) -> Iterator[Head]:
+        records = OperationAudit.objects.all()
+        if since is not None:
+            records = records.filter(created_at__gte=since)
+        newest: dict[str, Head] = {}
+        rows = records.order_by().values_list("task_id", "seq", "entry_hash")
+        for task_id, seq, link in rows.iterator(chunk_size=5000):
+            if task_id not in newest or newest[task_id].seq < seq:
+                newest[task_id] = Head(task_id, seq, link)
+        yield from newest.values()
+
+    def declared_heads(self) -> Iterator[Head]:
+        return iter(())  # a task's chain ends at its newest record; the task row names none
+
+    def where(self, link: Link) -> str:
+        return f"ledger audit of task {link.chain}, record {link.id} (seq {link.seq})"
+
+    def chain_name(self, chain: str) -> str:
+        return f"ledger audit of task {chain}"

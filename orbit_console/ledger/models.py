@@ -297,6 +297,7 @@ class OperationAudit(models.Model):
         ]
         indexes = [
             models.Index(fields=["task_id", "created_at", "id"], name="audit_task_created"),
+            models.Index(fields=["created_at"], name="audit_created"),
         ]
 
     def __str__(self) -> str:

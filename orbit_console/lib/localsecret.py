@@ -11,13 +11,13 @@ import secrets
 from pathlib import Path
 
 
-def local_secret(path: Path) -> str:
+def local_secret(path: Path, nbytes: int = 50) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return path.read_text().strip()
     with os.fdopen(fd, "w") as handle:
-        value = secrets.token_urlsafe(50)
+        value = secrets.token_urlsafe(nbytes)
         handle.write(value)
     return value

@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from orbit_console.console.models import ConsoleEvent, Submission
+from orbit_console.console.submissions import record_event, submission_create
 from orbit_console.lib.appendonly import create_statements, drop_statements
 from tests.console.web import Console, signed_in
+from tests.support.orbit import REVIEW_REVISION
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer, run_manage
 
@@ -102,3 +105,24 @@ def console_as(orbit_server: DaphneServer) -> Iterator[Callable[..., Console]]:
     yield sign_in
     for console in opened:
         console.close()
+
+
+@pytest.fixture
+def submission(world: dict[str, Any], people: dict[str, TestPerson]) -> Submission:
+    """A decision of the operator's, stored and never sent: its events are this test's own."""
+    return submission_create(
+        action="review",
+        task_id=world["tasks"]["needs_review_2"],
+        queue_id=world["queue_id"],
+        expected_revision=REVIEW_REVISION,
+        body='{"reason": "as stored"}',
+        created_by=people["operator"].user,
+        note="stored for the verification tests",
+    ).submission
+
+
+def more_events(submission: Submission, count: int) -> list[ConsoleEvent]:
+    return [
+        record_event("submission.sent", submission=submission, actor=None, note=f"entry {index}")
+        for index in range(count)
+    ]

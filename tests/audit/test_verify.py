@@ -18,19 +18,20 @@ from typing import Any
 import httpx
 import pytest
 
+from orbit_console.audit.models import ChainVerification
 from orbit_console.console.chain import CONSOLE_CHAIN
-from orbit_console.console.models import ChainHead, ChainVerification, ConsoleEvent, Submission
-from orbit_console.console.submissions import record_event, submission_create
+from orbit_console.console.models import ChainHead, ConsoleEvent, Submission
 from orbit_console.ledger.models import OperationAudit
 from tests.audit.conftest import (
     AUDIT_TABLE,
     CONSOLE_TABLE,
     append_only_lifted,
     audit_verify,
+    more_events,
     verify_output,
 )
 from tests.console.web import Console, element, text_of
-from tests.support.orbit import REVIEW_REVISION, post, review_body
+from tests.support.orbit import post, review_body
 from tests.support.people import TestPerson
 from tests.support.servers import child_env, run_manage
 
@@ -63,27 +64,6 @@ def intact(live_db: None) -> Iterator[None]:
     assert_intact()
     yield
     assert_intact()
-
-
-@pytest.fixture
-def submission(world: dict[str, Any], people: dict[str, TestPerson]) -> Submission:
-    """A decision of the operator's, stored and never sent: its events are this test's own."""
-    return submission_create(
-        action="review",
-        task_id=world["tasks"]["needs_review_2"],
-        queue_id=world["queue_id"],
-        expected_revision=REVIEW_REVISION,
-        body='{"reason": "as stored"}',
-        created_by=people["operator"].user,
-        note="stored for the verification tests",
-    ).submission
-
-
-def more_events(submission: Submission, count: int) -> list[ConsoleEvent]:
-    return [
-        record_event("submission.sent", submission=submission, actor=None, note=f"entry {index}")
-        for index in range(count)
-    ]
 
 
 def chain_status(console: Console) -> str:

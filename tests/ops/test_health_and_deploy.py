@@ -28,6 +28,7 @@ COMPOSE_SECRETS = {
     "SECRET_KEY": "compose-check",
     "ORBIT_TOKEN_KEYS": "compose-check",
     "ORBIT_AUDIT_KEYS": "compose-check",
+    "ORBIT_AUDIT_SIGNING_KEYS": "compose-check",
     "MYSQL_PASSWORD": "compose-check",
     "MYSQL_MIGRATE_PASSWORD": "compose-check",
     "MYSQL_ROOT_PASSWORD": "compose-check",
@@ -196,6 +197,8 @@ def test_check_deploy_is_clean_with_the_production_environment() -> None:
         ({"ORBIT_TOKEN_KEYS": None}, "ORBIT_TOKEN_KEYS is required"),
         ({"ORBIT_AUDIT_KEYS": None}, "ORBIT_AUDIT_KEYS is required"),
         ({"ORBIT_AUDIT_KEYS": "c2hvcnQ"}, "ORBIT_AUDIT_KEYS: each key needs 32 bytes"),
+        ({"ORBIT_AUDIT_SIGNING_KEYS": "c2hvcnQ"}, "ORBIT_AUDIT_SIGNING_KEYS: each key is 32"),
+        ({"ORBIT_AUDIT_VERIFY_KEYS": "dG9vIHNob3J0"}, "ORBIT_AUDIT_VERIFY_KEYS: each key is 32"),
         ({"DEBUG": "1"}, "DEBUG must be off"),
     ],
     ids=[
@@ -204,6 +207,8 @@ def test_check_deploy_is_clean_with_the_production_environment() -> None:
         "no-token-keys",
         "no-audit-keys",
         "short-audit-key",
+        "short-signing-key",
+        "short-verify-key",
         "debug-on",
     ],
 )
@@ -299,6 +304,7 @@ def test_docker_compose_config_is_valid() -> None:
         "console-1",
         "console-2",
         "reconciler",
+        "checkpointer",
         "proxy",
     }
 
@@ -309,6 +315,7 @@ def test_docker_compose_config_is_valid() -> None:
         "SECRET_KEY",
         "ORBIT_TOKEN_KEYS",
         "ORBIT_AUDIT_KEYS",
+        "ORBIT_AUDIT_SIGNING_KEYS",
         "MYSQL_PASSWORD",
         "MYSQL_MIGRATE_PASSWORD",
     ],

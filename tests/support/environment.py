@@ -6,10 +6,15 @@ pyproject's ``addopts``, ahead of pytest-django).
 - Most suites exercise direct submission (issue 3's flows), so the four-eyes policy is off by
   default in tests; tests/approvals start servers with the production default (approval
   required) and override the settings they need.
+- Audit checkpoints describe one database: each run's test database gets a folder of its own,
+  so that checkpoints of an earlier run (or of the demo) never meet this run's tables.
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 os.environ.setdefault("CONSOLE_REVIEW_APPROVAL", "off")
 os.environ.setdefault("CONSOLE_RETRY_APPROVAL", "off")
+if "ORBIT_AUDIT_CHECKPOINT_DIR" not in os.environ:
+    os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = tempfile.mkdtemp(prefix="orbit-test-checkpoints-")

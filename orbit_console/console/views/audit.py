@@ -11,9 +11,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from orbit_console.audit.models import ChainVerification
 from orbit_console.console import explorer
 from orbit_console.console.forms import ExplorerFilters
-from orbit_console.console.models import ChainVerification, ConsoleEvent
+from orbit_console.console.models import ConsoleEvent
 from orbit_console.console.people import AUDITOR, SUPERVISOR, Person
 from orbit_console.console.submissions import record_export
 from orbit_console.console.views.common import arender, client, console_view, requires_role

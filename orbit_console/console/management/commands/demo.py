@@ -2,8 +2,9 @@
 
 Migrates the embedded database, seeds a demo world (once; later runs reuse it), gives the demo
 people fresh passwords, prints them, and serves HTTP and WebSockets (``manage.py serve`` with
-one daphne worker: the in-memory channel layer serves one process), plus the reconciler, until
-Ctrl-C or SIGTERM stops everything it started. A child that exits is started again.
+one daphne worker: the in-memory channel layer serves one process), plus the reconciler and the
+audit checkpoint job, until Ctrl-C or SIGTERM stops everything it started. A child that exits
+is started again.
 """
 
 import os
@@ -87,6 +88,7 @@ class Command(BaseCommand):
         children = [
             Child("server", [*manage, "serve", *address]),
             Child("reconciler", [*manage, "reconcile"]),
+            Child("checkpointer", [*manage, "audit", "checkpoint", "--every"]),
         ]
         Supervisor(children, env=env, cwd=settings.BASE_DIR).run()
         self.stdout.write("Orbit Console demo stopped.")

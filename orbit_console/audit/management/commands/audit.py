@@ -1,0 +1,117 @@
+"""``manage.py audit``: the tamper evidence of the audit records (docs/audit.md).
+
+- ``audit verify`` walks every chain, holds it against the signed checkpoints, reports every
+  problem by name, remembers the result for the audit explorer, and exits 1 on any problem.
+- ``audit checkpoint`` signs and writes one checkpoint of the chains' heads now;
+  ``audit checkpoint --every SECONDS`` is the periodic job, which writes one whenever a head
+  moved (and at least hourly) until SIGTERM.
+- ``audit public-key`` prints the public keys of the signing keys, for
+  ``ORBIT_AUDIT_VERIFY_KEYS`` wherever checkpoints are verified without the private key.
+"""
+
+import signal
+import sys
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError, close_old_connections
+from django.utils import timezone
+
+from orbit_console.audit import checkpoints, signing
+from orbit_console.audit.models import ChainVerification
+from orbit_console.audit.verify import verify
+from orbit_console.lib.rfc3339 import format_utc
+
+SHOWN_PROBLEMS = 20
+
+
+class Command(BaseCommand):
+    help = "Verify the audit chains, or write a signed checkpoint of their heads."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        commands = parser.add_subparsers(dest="command", required=True)
+        commands.add_parser("verify", help="check every chain and the checkpoints")
+        checkpoint = commands.add_parser("checkpoint", help="sign and write the chains' heads")
+        checkpoint.add_argument(
+            "--every",
+            type=float,
+            nargs="?",
+            const=float(settings.ORBIT_AUDIT_CHECKPOINT_SECONDS),
+            metavar="SECONDS",
+            help="keep running: look for moved heads every SECONDS (without a number: "
+            "ORBIT_AUDIT_CHECKPOINT_SECONDS, now "
+            f"{settings.ORBIT_AUDIT_CHECKPOINT_SECONDS})",
+        )
+        commands.add_parser("public-key", help="print the signing keys' public keys")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["command"] == "verify":
+            self._verify()
+        elif options["command"] == "public-key":
+            for key in signing.public_keys():
+                self.stdout.write(key)
+        elif options["every"] is None:
+            self._checkpoint(force=True)
+        else:
+            self._periodically(options["every"])
+
+    def _verify(self) -> None:
+        report = verify(checkpoints.read())
+        problems = report.problems
+        ChainVerification.objects.create(
+            ran_at=timezone.now(),
+            ok=not problems,
+            checked=report.checked,
+            first_break=problems[0] if problems else "",
+        )
+        for family in report.families:
+            state = "BROKEN" if family.problems else "intact"
+            self.stdout.write(f"{family.title}: {family.checked} {family.unit}, {state}")
+        self.stdout.write(_checkpoints_line(report.checkpoints))
+        if problems:
+            self.stdout.write(f"first break: {problems[0]}")
+            self.stdout.write(f"problems: {len(problems)}")
+            for problem in problems[:SHOWN_PROBLEMS]:
+                self.stdout.write(f"  - {problem}")
+            if len(problems) > SHOWN_PROBLEMS:
+                self.stdout.write(f"  ... and {len(problems) - SHOWN_PROBLEMS} more")
+            sys.exit(1)
+
+    def _checkpoint(self, *, force: bool) -> None:
+        try:
+            written = checkpoints.write(force=force)
+        except checkpoints.CheckpointError as error:
+            raise CommandError(str(error)) from None
+        if written is not None:
+            moved = sum(len(heads) for heads in written.heads.values())
+            self.stdout.write(
+                f"checkpoint {written.number} written to {written.path} "
+                f"({moved} head(s) moved, signed with key {written.key_id})"
+            )
+
+    def _periodically(self, seconds: float) -> None:
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.is_set():
+            try:
+                self._checkpoint(force=False)
+            except DatabaseError as error:  # the next round tries again
+                self.stderr.write(f"audit checkpoint: the database failed: {error}")
+                close_old_connections()
+            stop.wait(seconds)
+
+
+def _checkpoints_line(reading: checkpoints.Reading) -> str:
+    state = "BROKEN" if reading.problems else "intact"
+    if not reading.checkpoints:
+        if reading.problems:
+            return "checkpoints: none readable, BROKEN"
+        return f"checkpoints: none yet in {checkpoints.folder()} (run 'manage.py audit checkpoint')"
+    newest = reading.checkpoints[-1]
+    return (
+        f"checkpoints: {len(reading.checkpoints)}, the newest {newest.number} of "
+        f"{format_utc(newest.taken_at)}, {state}"
+    )

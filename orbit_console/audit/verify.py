@@ -1,0 +1,128 @@
+"""Verification of the audit chains, on their own and against the signed checkpoints.
+
+Each chain must be numbered from 1 without gaps, each record must name the link of the one
+before it, and each link must be the HMAC of its record under the key it names. Then every head
+a checkpoint signed must still be there: the chain still reaches that number, and the record
+with that number still has the link that was signed. That finds what the chains alone cannot:
+records removed from the end of a chain (with or without the head row moved back), a chain or
+a table emptied, and a chain re-linked by someone who holds the audit key.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from orbit_console.audit.chains import Family, Head, Link, families
+from orbit_console.audit.checkpoints import Reading
+
+
+@dataclass
+class FamilyReport:
+    title: str
+    unit: str
+    checked: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    families: list[FamilyReport]
+    checkpoints: Reading
+
+    @property
+    def problems(self) -> list[str]:
+        found = [problem for family in self.families for problem in family.problems]
+        return found + self.checkpoints.problems
+
+    @property
+    def checked(self) -> int:
+        return sum(family.checked for family in self.families)
+
+
+def verify(reading: Reading) -> Report:
+    """Walk every registered family's chains and hold them against ``reading``'s heads."""
+    signed = reading.signed_heads()
+    reports = [
+        _verify_family(family, signed.get(family.key, {}), _signer(reading, family.key))
+        for family in families()
+    ]
+    return Report(reports, reading)
+
+
+def _signer(reading: Reading, family_key: str) -> Callable[[Head], str]:
+    def signer(head: Head) -> str:
+        """The newest checkpoint that signed ``head``."""
+        for checkpoint in reversed(reading.checkpoints):
+            if head in checkpoint.heads.get(family_key, ()):
+                return f"checkpoint {checkpoint.number}"
+        raise LookupError(head)  # signed heads come from these checkpoints
+
+    return signer
+
+
+def _verify_family(
+    family: Family, signed: dict[str, Head], signer: Callable[[Head], str]
+) -> FamilyReport:
+    report = FamilyReport(family.title, family.unit)
+    unseen = dict(signed)
+    ends: dict[str, Head] = {}
+    chain: str | None = None
+    target: Head | None = None
+    last: Head | None = None
+    broken = False
+    expected, previous = 1, ""
+
+    def close() -> None:
+        """The chain that just ended must reach the head its checkpoint signed."""
+        if chain is None or last is None:
+            return
+        ends[chain] = last
+        if target is not None and last.seq < target.seq:
+            report.problems.append(
+                f"{family.chain_name(chain)}: {signer(target)} signed it at seq {target.seq}, "
+                f"but it ends at seq {last.seq}; {family.unit} at its end were removed"
+            )
+
+    for link in family.links():
+        if link.chain != chain:
+            close()
+            chain, target = link.chain, unseen.pop(link.chain, None)
+            broken, expected, previous = False, 1, ""
+        report.checked += 1
+        last = Head(link.chain, link.seq, link.entry_hash)
+        if target is not None and link.seq == target.seq and link.entry_hash != target.entry_hash:
+            report.problems.append(
+                f"{family.where(link)}: is not what {signer(target)} signed at this number; "
+                "the chain was re-linked"
+            )
+        if not broken and (problem := _break(link, expected, previous, family.unit)):
+            report.problems.append(f"{family.where(link)}: {problem}")
+            broken = True  # one break per chain: what follows it says nothing new
+        expected, previous = link.seq + 1, link.entry_hash
+    close()
+
+    for head in sorted(unseen.values()):
+        report.problems.append(
+            f"{family.chain_name(head.chain)}: {signer(head)} signed it at seq {head.seq}, but "
+            f"the table has none of its {family.unit}; they were removed"
+        )
+    for declared in family.declared_heads():
+        end = ends.get(declared.chain, Head(declared.chain, 0, ""))
+        if (end.seq, end.entry_hash) != (declared.seq, declared.entry_hash):
+            report.problems.append(
+                f"{family.chain_name(declared.chain)}: the chain ends at seq {end.seq} but its "
+                f"head says {declared.seq}; {family.unit} at the end were removed"
+            )
+    return report
+
+
+def _break(link: Link, expected: int, previous: str, unit: str) -> str | None:
+    """What is wrong with ``link`` within its own chain, if anything."""
+    if link.seq != expected:
+        return f"expected seq {expected}; {unit} before it are missing"
+    if link.prev_hash != previous:
+        return "does not link to the one before it"
+    if link.relinked is None:
+        return "names an audit key this installation does not hold"
+    if link.relinked != link.entry_hash:
+        return "its content does not match its hash; it was changed"
+    return None

@@ -1,0 +1,385 @@
+"""Signed checkpoints (issue 13, part 2): ``manage.py audit checkpoint`` signs the heads of the
+audit chains into a folder outside the database, and ``manage.py audit verify`` holds the tables
+against them.
+
+Each tamper class is done here as someone with the application's database rights would do it
+(``TRUNCATE`` on MariaDB, where it skips the append-only triggers; on SQLite, which has no
+``TRUNCATE``, with the triggers lifted), and verification must name it. The exact rows are then
+put back in ``finally`` blocks, and the chains are checked whole again. Each test writes its
+checkpoints to a folder of its own: the test database is shared, the folders are not.
+"""
+
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.db.models import Model
+from django.test import override_settings
+
+from orbit_console.audit import checkpoints
+from orbit_console.audit.checkpoints import Checkpoint, CheckpointError
+from orbit_console.audit.verify import verify
+from orbit_console.console.chain import CONSOLE_CHAIN
+from orbit_console.console.models import ChainHead, ConsoleEvent, Submission
+from orbit_console.ledger import chain as ledger_chain
+from orbit_console.ledger.models import OperationAudit
+from tests.audit.conftest import (
+    AUDIT_TABLE,
+    CONSOLE_TABLE,
+    append_only_lifted,
+    execute,
+    more_events,
+    verify_output,
+)
+from tests.support.orbit import post, review_body
+from tests.support.servers import child_env, run_manage
+
+
+@pytest.fixture
+def folder(tmp_path: Path, live_db: None) -> Iterator[Path]:
+    """This test's checkpoint folder, for this process and the commands it runs."""
+    path = tmp_path / "checkpoints"
+    with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=path):
+        yield path
+    assert whole(), "a test did not put back what it changed"
+
+
+def whole() -> bool:
+    """The chains are intact on their own (no checkpoint involved)."""
+    with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=Path("/nonexistent/no-checkpoints")):
+        return problems() == []
+
+
+def problems() -> list[str]:
+    return verify(checkpoints.read()).problems
+
+
+def signed_now() -> Checkpoint:
+    written = checkpoints.write()
+    assert written is not None
+    return written
+
+
+def newest_record(task_id: str) -> OperationAudit:
+    return OperationAudit.objects.filter(task_id=task_id).order_by("-seq")[0]
+
+
+@contextmanager
+def restored(model: type[Model], rows: list[Any]) -> Iterator[None]:
+    """Whatever happens to ``rows`` inside, they are inserted again afterwards (those that are
+    missing)."""
+    try:
+        yield
+    finally:
+        present = set(
+            model._default_manager.filter(pk__in=[row.pk for row in rows]).values_list(
+                "pk", flat=True
+            )
+        )
+        model._default_manager.bulk_create([row for row in rows if row.pk not in present])
+
+
+@contextmanager
+def head_kept() -> Iterator[None]:
+    head = ChainHead.objects.get(name=CONSOLE_CHAIN)
+    try:
+        yield
+    finally:
+        ChainHead.objects.filter(name=CONSOLE_CHAIN).update(seq=head.seq, last_hash=head.last_hash)
+
+
+def empty(*tables: str) -> None:
+    """Empty ``tables`` the quickest way the database offers the application's user."""
+    if connection.vendor == "mysql":
+        execute(*(f"TRUNCATE TABLE {table}" for table in tables))  # the triggers never fire
+    else:
+        with append_only_lifted(*tables):
+            execute(*(f"DELETE FROM {table}" for table in tables))  # noqa: S608 -- our names
+
+
+def test_the_commands_sign_the_heads_and_verify_holds_the_tables_to_them(
+    folder: Path, world: dict[str, Any], api: httpx.Client
+) -> None:
+    env = child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder))
+    first = run_manage("audit", "checkpoint", env=env)
+    assert first.returncode == 0, verify_output(first)
+    assert f"checkpoint 1 written to {folder / '00000001.json'}" in first.stdout
+    document = json.loads((folder / "00000001.json").read_text())
+    payload = document["checkpoint"]
+    assert (payload["number"], payload["previous"]) == (1, "")
+    assert payload["database"] == checkpoints.database_label()  # the commands' and ours agree
+    signed = {chain: (seq, link) for chain, seq, link in payload["heads"]["ledger"]}
+    for task_id in world["tasks"].values():
+        record = newest_record(task_id)
+        assert signed[task_id] == (record.seq, record.entry_hash)
+
+    task_id = world["tasks"]["needs_review"]
+    reviewed = post(api, task_id, "review", world["tokens"]["admin"], review_body())
+    assert reviewed.status_code == 200, reviewed.text
+    second = run_manage("audit", "checkpoint", env=env)
+    assert "checkpoint 2 written" in second.stdout and "1 head(s) moved" in second.stdout
+    payload = json.loads((folder / "00000002.json").read_text())["checkpoint"]
+    record = newest_record(task_id)
+    assert payload["heads"] == {"ledger": [[task_id, record.seq, record.entry_hash]]}
+    first_bytes = (folder / "00000001.json").read_bytes()
+    assert payload["previous"] == hashlib.sha256(first_bytes).hexdigest()
+
+    done = run_manage("audit", "verify", env=env)
+    assert done.returncode == 0, verify_output(done)
+    assert "checkpoints: 2, the newest 2 of " in done.stdout and ", intact" in done.stdout
+
+
+def test_verify_without_a_checkpoint_checks_the_tables_and_says_so(folder: Path) -> None:
+    done = run_manage("audit", "verify", env=child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder)))
+    assert done.returncode == 0, verify_output(done)
+    assert f"checkpoints: none yet in {folder}" in done.stdout
+
+
+def test_emptied_tables_are_named(
+    folder: Path, world: dict[str, Any], submission: Submission
+) -> None:
+    """The issue's TRUNCATE: the tables alone then look intact; the checkpoint names every
+    chain that vanished, and the command exits 1."""
+    more_events(submission, 2)
+    signed = signed_now()
+    console_head = ChainHead.objects.get(name=CONSOLE_CHAIN)
+    rows = list(ConsoleEvent.objects.all()), list(OperationAudit.objects.all())
+    with restored(ConsoleEvent, rows[0]), restored(OperationAudit, rows[1]):
+        empty(CONSOLE_TABLE, AUDIT_TABLE)
+        assert OperationAudit.objects.count() == ConsoleEvent.objects.count() == 0
+        with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=folder / "none"):
+            unanchored = problems()
+        found = problems()
+        done = run_manage("audit", "verify", env=child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder)))
+
+    # Without a checkpoint only the console's head row notices (and it can be reset too).
+    assert not any("ledger audit" in problem for problem in unanchored)
+    removed = "but the table has none of its {}; they were removed"
+    assert (
+        f"console record: checkpoint {signed.number} signed it at seq {console_head.seq}, "
+        + removed.format("entries")
+    ) in found
+    for task_id in world["tasks"].values():
+        seq = newest_record(task_id).seq
+        assert (
+            f"ledger audit of task {task_id}: checkpoint {signed.number} signed it at seq "
+            f"{seq}, " + removed.format("records")
+        ) in found
+    assert done.returncode == 1, verify_output(done)
+    assert "ledger audit: 0 records, BROKEN" in done.stdout
+    assert "console record: 0 entries, BROKEN" in done.stdout
+    assert f"problems: {len(found)}" in done.stdout
+
+
+def test_all_records_of_one_task_deleted_are_named(folder: Path, world: dict[str, Any]) -> None:
+    task_id = world["tasks"]["failed"]
+    head = newest_record(task_id)
+    signed = signed_now()
+    rows = list(OperationAudit.objects.filter(task_id=task_id))
+    with restored(OperationAudit, rows), append_only_lifted(AUDIT_TABLE):
+        OperationAudit.objects.filter(task_id=task_id).delete()
+        assert whole()  # every remaining chain is consistent in itself
+        found = problems()
+    assert found == [
+        f"ledger audit of task {task_id}: checkpoint {signed.number} signed it at seq "
+        f"{head.seq}, but the table has none of its records; they were removed"
+    ]
+
+
+def test_records_removed_from_the_end_of_a_task_chain_are_named(
+    folder: Path, world: dict[str, Any]
+) -> None:
+    task_id = world["tasks"]["needs_review"]
+    head = newest_record(task_id)
+    signed_now()
+    with restored(OperationAudit, [head]), append_only_lifted(AUDIT_TABLE):
+        OperationAudit.objects.filter(id=head.id).delete()
+        assert whole()
+        found = problems()
+    assert found == [
+        f"ledger audit of task {task_id}: checkpoint 1 signed it at seq {head.seq}, but it "
+        f"ends at seq {head.seq - 1}; records at its end were removed"
+    ]
+
+
+def test_a_console_head_moved_back_with_its_entries_is_named(
+    folder: Path, submission: Submission
+) -> None:
+    """The head row is writable: someone removes the last entries and sets the head to match.
+    The chain is then consistent in itself; the checkpoint is not fooled."""
+    *kept, removed_1, removed_2 = more_events(submission, 3)
+    signed_now()
+    with head_kept(), restored(ConsoleEvent, [removed_1, removed_2]):
+        with append_only_lifted(CONSOLE_TABLE):
+            ConsoleEvent.objects.filter(id__in=[removed_1.id, removed_2.id]).delete()
+        ChainHead.objects.filter(name=CONSOLE_CHAIN).update(
+            seq=kept[-1].seq, last_hash=kept[-1].entry_hash
+        )
+        assert whole()
+        found = problems()
+    assert found == [
+        f"console record: checkpoint 1 signed it at seq {removed_2.seq}, but it ends at seq "
+        f"{kept[-1].seq}; entries at its end were removed"
+    ]
+
+
+def test_a_chain_relinked_with_the_audit_key_is_named(folder: Path, world: dict[str, Any]) -> None:
+    """Someone who holds the audit key changes a reason and links the rest of the chain anew:
+    every link verifies, but the head no longer is the one that was signed."""
+    task_id = world["tasks"]["needs_review_2"]
+    chain = list(OperationAudit.objects.filter(task_id=task_id).order_by("seq"))
+    originals = [OperationAudit.objects.get(id=record.id) for record in chain]
+    signed_now()
+    try:
+        with append_only_lifted(AUDIT_TABLE):
+            chain[0].reason = "a reason nobody gave"
+            previous = ""
+            for record in chain:
+                record.prev_hash = previous
+                record.entry_hash = previous = ledger_chain.entry_hash(record)
+                record.save(update_fields=["reason", "prev_hash", "entry_hash"])
+            assert whole()
+            found = problems()
+    finally:
+        with append_only_lifted(AUDIT_TABLE):
+            for original in originals:
+                original.save(update_fields=["reason", "prev_hash", "entry_hash"])
+    head = chain[-1]
+    assert found == [
+        f"ledger audit of task {task_id}, record {head.id} (seq {head.seq}): is not what "
+        "checkpoint 1 signed at this number; the chain was re-linked"
+    ]
+
+
+def test_an_altered_checkpoint_is_named(folder: Path, world: dict[str, Any]) -> None:
+    task_id = world["tasks"]["failed"]
+    signed_now()
+    path = folder / "00000001.json"
+    document = json.loads(path.read_text())
+    for head in document["checkpoint"]["heads"]["ledger"]:
+        if head[0] == task_id:
+            head[1] -= 1  # as if the chain had been one shorter
+    path.write_text(json.dumps(document))
+    found = problems()
+    assert found == ["checkpoint 1 (00000001.json): its signature does not verify; it was altered"]
+    with pytest.raises(CheckpointError, match="does not verify"):
+        checkpoints.write()  # nothing is built on a checkpoint that does not verify
+
+    path.write_text("{not json")
+    assert problems() == [
+        "checkpoint file 00000001.json: not a readable checkpoint "
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+    ]
+
+
+def test_missing_and_replaced_checkpoints_are_named(folder: Path) -> None:
+    for _ in range(5):
+        signed_now()
+    assert problems() == []
+    (folder / "00000002.json").unlink()
+    (folder / "00000005.json").unlink()
+    assert problems() == [
+        "checkpoint 2 missing from the folder (known from checkpoint 1)",
+        "checkpoint 5 missing from the folder (known from the database's list of checkpoints)",
+    ]
+    (folder / "00000001.json").unlink()
+    assert problems()[0] == (
+        "checkpoints 1 to 2 missing from the folder (known from the oldest present)"
+    )
+
+    # A checkpoint replaced by another correctly signed one (of another series) is named.
+    other = folder.parent / "other"
+    with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=other):
+        for _ in range(4):
+            signed_now()
+    (folder / "00000004.json").write_bytes((other / "00000004.json").read_bytes())
+    assert "checkpoint 4 (00000004.json): belongs to another series of checkpoints" in problems()
+
+
+def test_checkpoints_of_another_database_are_refused(folder: Path) -> None:
+    signed_now()
+    original = connection.settings_dict["NAME"]  # the label comes from the connection's settings
+    connection.settings_dict["NAME"] = "another-database"
+    try:
+        with pytest.raises(CheckpointError, match="point ORBIT_AUDIT_CHECKPOINT_DIR"):
+            checkpoints.write()
+        found = checkpoints.read().problems
+    finally:
+        connection.settings_dict["NAME"] = original
+    assert len(found) == 1 and "describes the database" in found[0]
+    assert "not this one" in found[0] and "another-database" in found[0]
+
+
+def test_keys_rotate_and_a_checkpoint_of_a_key_not_held_is_named(folder: Path) -> None:
+    """A checkpoint is only as good as the key that checks it: another installation's key
+    cannot pass for this one's; the public key alone verifies."""
+    signed_now()
+    env = child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder))
+    public = run_manage("audit", "public-key", env=env).stdout.split()
+    assert len(public) == 1
+    stranger = "A" * 43
+    unknown = run_manage("audit", "verify", env={**env, "ORBIT_AUDIT_SIGNING_KEYS": stranger})
+    assert unknown.returncode == 1
+    assert "which this installation does not hold" in unknown.stdout
+    # The new key signs, the old one's public key still verifies what it signed.
+    rotated = {**env, "ORBIT_AUDIT_SIGNING_KEYS": stranger, "ORBIT_AUDIT_VERIFY_KEYS": public[0]}
+    written = run_manage("audit", "checkpoint", env=rotated)
+    assert "checkpoint 2 written" in written.stdout, verify_output(written)
+    done = run_manage("audit", "verify", env=rotated)
+    assert done.returncode == 0, verify_output(done)
+
+
+def test_the_periodic_job_writes_when_heads_move_and_stops_on_sigterm(
+    folder: Path, world: dict[str, Any], api: httpx.Client
+) -> None:
+    env = child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder))
+    job = subprocess.Popen(
+        [sys.executable, "manage.py", "audit", "checkpoint", "--every", "0.2"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: (folder / "00000001.json").exists())
+        time.sleep(1)  # five rounds with nothing new: no checkpoint
+        assert sorted(path.name for path in folder.glob("*.json")) == ["00000001.json"]
+        task_id = world["tasks"]["needs_review"]
+        reviewed = post(api, task_id, "review", world["tokens"]["admin"], review_body())
+        assert reviewed.status_code == 200, reviewed.text
+        wait_for(lambda: (folder / "00000002.json").exists())
+        payload = json.loads((folder / "00000002.json").read_text())["checkpoint"]
+        assert [head[0] for head in payload["heads"]["ledger"]] == [task_id]
+    finally:
+        job.send_signal(signal.SIGTERM)
+        stdout, stderr = job.communicate(timeout=30)
+    assert job.returncode == 0, stdout + stderr
+    assert "checkpoint 2 written" in stdout
+    assert problems() == []
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_checkpoint_file_is_written_whole_and_never_over_another(folder: Path) -> None:
+    signed = signed_now()
+    assert [path.name for path in folder.iterdir() if path.name.startswith(".writing")] == []
+    with pytest.raises(FileExistsError):
+        checkpoints._create(signed.path, b"{}")
+    assert checkpoints.read().problems == []

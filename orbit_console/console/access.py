@@ -1,6 +1,7 @@
 """The one rule of what a person may see and act on: a task, and everything the console keeps
 about it (its proposals, submissions, console events, timeline fragments and sockets), only
-while the person's own Orbit credential can read that task.
+while one of the person's own Orbit credentials can read that task (a person holds at most one
+per namespace), and then with that credential.
 
 The recovery API decides, with the person's credential: the console never guesses from its own
 records (a credential's namespace and queues are the API's to judge, and they change). Its
@@ -118,24 +119,41 @@ async def _get_task(orbit: OrbitClient, task_id: str) -> object:
 TASK_READ = Verdicts(probe=_get_task)
 
 
-async def can_read_task(person: Person, task_id: str) -> bool:
-    """Whether the person's credential can read the task (GetTask), as the API answered within
-    ``CONSOLE_ACCESS_SECONDS``. A person without a credential can read nothing. Raises
-    ``OutcomeUnknown`` when the API does not answer and no recent answer allows: the console
-    fails closed, and says the API is unavailable rather than "not found"."""
-    if person.credential is None:
-        return False
+async def task_credential(person: Person, task_id: str) -> OrbitCredential | None:
+    """The person's credential that can read the task (GetTask), as the API answered within
+    ``CONSOLE_ACCESS_SECONDS``; ``None`` when none can (or the person holds none). A credential
+    already known to read it is used without asking; otherwise every credential is asked at
+    once. Raises ``OutcomeUnknown`` when the API does not answer and no recent answer allows:
+    the console fails closed, and says the API is unavailable rather than "not found"."""
     max_age = settings.CONSOLE_ACCESS_SECONDS
-    verdict = await TASK_READ.check(person.credential, task_id, max_age=max_age)
-    if verdict.fresh(max_age):
-        return True
-    if verdict.unanswered is not None:
-        raise verdict.unanswered
-    return False
+    for credential in person.credentials:
+        if TASK_READ.known(credential, task_id).fresh(max_age):
+            return credential
+    verdicts = await asyncio.gather(
+        *(TASK_READ.check(c, task_id, max_age=max_age) for c in person.credentials)
+    )
+    unanswered = None
+    for credential, verdict in zip(person.credentials, verdicts, strict=True):
+        if verdict.fresh(max_age):
+            return credential
+        unanswered = unanswered or verdict.unanswered
+    if unanswered is not None:
+        raise unanswered
+    return None
 
 
-async def require_task_access(person: Person, task_id: str, *, what: str = "task") -> None:
-    """404 — the same answer as for something that does not exist (C4) — unless the person may
-    see the task. ``what`` names the thing asked for in the 404."""
-    if not await can_read_task(person, task_id):
+async def can_read_task(person: Person, task_id: str) -> bool:
+    """Whether one of the person's credentials can read the task (``task_credential``)."""
+    return await task_credential(person, task_id) is not None
+
+
+async def require_task_access(
+    person: Person, task_id: str, *, what: str = "task"
+) -> OrbitCredential:
+    """The credential to act on the task with; 404 — the same answer as for something that does
+    not exist (C4) — unless the person may see the task. ``what`` names the thing asked for in
+    the 404."""
+    credential = await task_credential(person, task_id)
+    if credential is None:
         raise Http404(f"no such {what}")
+    return credential

@@ -15,7 +15,7 @@ from orbit_console.client import OutcomeUnknown
 from orbit_console.console.access import can_read_task
 from orbit_console.console.models import Proposal
 from orbit_console.console.people import SUPERVISOR, Person, load_person
-from orbit_console.console.proposals import APPROVALS_GROUP, namespace_of, visible_proposals
+from orbit_console.console.proposals import APPROVALS_GROUP, visible_proposals
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.timeline.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from orbit_console.timeline.render import cookies_of, language_of, zone_of_scope
@@ -54,11 +54,11 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
     @database_sync_to_async
     def _push(self, proposal_id: str) -> tuple[Person | None, Proposal | None]:
         """The person if still a supervisor, and the proposal if it is one their queue shows
-        (their namespace's): one trip to the database thread per push."""
+        (their namespaces'): one trip to the database thread per push."""
         person = load_person(self.user)
         if person is None or not person.has_role(SUPERVISOR):
             return None, None
-        proposals = visible_proposals(namespace_of(person)).select_related("proposed_by")
+        proposals = visible_proposals(person).select_related("proposed_by")
         return person, proposals.filter(id=proposal_id).first()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:

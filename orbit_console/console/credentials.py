@@ -3,7 +3,9 @@ demo``, and the tests' and benchmarks' people).
 
 With the embedded recovery API the console mints a credential in the ledger with the permissions
 of the person's roles, acting as an administrator of the embedded ledger would. With an external
-Orbit, the token issued there is stored instead. Either way the token is encrypted at rest.
+Orbit, the token issued there is stored instead. Either way the token is encrypted at rest. A
+person holds at most one credential per namespace: a new one for a namespace replaces the one
+held there, and those of other namespaces stay.
 """
 
 from asgiref.sync import async_to_sync
@@ -43,14 +45,15 @@ def check_external_token(token: str) -> CredentialInfo:
 
 
 def store_external_token(*, user: User, token: str, info: CredentialInfo) -> OrbitCredential:
-    """Store a token issued by Orbit with the scope ``check_external_token`` learnt."""
+    """Store a token issued by Orbit with the scope ``check_external_token`` learnt, in place
+    of the one the person held in that namespace."""
     credential, _ = OrbitCredential.objects.update_or_create(
         user=user,
+        namespace_id=info.namespace_id,
         defaults={
             "token_ciphertext": seal(token),
             "actor_id": info.actor_id,
             "permissions": " ".join(sorted(info.permissions)),
-            "namespace_id": info.namespace_id,
             "queue_ids": " ".join(sorted(info.queue_ids)),
         },
     )
@@ -71,22 +74,17 @@ def mint_embedded(
     *, user: User, roles: frozenset[str], namespace_id: str, queue_ids: frozenset[str] = frozenset()
 ) -> OrbitCredential:
     """Issue a credential in the embedded ledger for the person's roles, revoking the one they
-    held before, and store it."""
-    from orbit_console.ledger.auth import hash_token
-    from orbit_console.ledger.lifecycle import credential_issue, credential_revoke
-    from orbit_console.ledger.models import RECOVERY_PERMISSIONS, Credential, Namespace, Queue
+    held in that namespace before, and store it."""
+    from orbit_console.ledger.lifecycle import credential_issue
+    from orbit_console.ledger.models import RECOVERY_PERMISSIONS, Namespace, Queue
 
     namespace = Namespace.objects.get(id=namespace_id)
     queues = list(Queue.objects.filter(namespace=namespace, id__in=queue_ids))
     if len(queues) != len(queue_ids):
         raise ValueError("every queue must be a queue of the namespace")
-    previous = OrbitCredential.objects.filter(user=user).first()
+    previous = OrbitCredential.objects.filter(user=user, namespace_id=namespace.id).first()
     if previous is not None:
-        old = Credential.objects.filter(
-            token_hash=hash_token(unseal(previous.token_ciphertext))
-        ).first()
-        if old is not None:
-            credential_revoke(credential=old)
+        _revoke_embedded(previous)
     permissions = sorted(role_permissions(roles))
     issued, token = credential_issue(
         namespace=namespace,
@@ -97,12 +95,37 @@ def mint_embedded(
     )
     credential, _ = OrbitCredential.objects.update_or_create(
         user=user,
+        namespace_id=namespace.id,
         defaults={
             "token_ciphertext": seal(token),
             "actor_id": issued.actor_id,
             "permissions": issued.permissions,
-            "namespace_id": namespace.id,
             "queue_ids": " ".join(sorted(queue_ids)),
         },
     )
     return credential
+
+
+@transaction.atomic
+def credential_drop(*, user: User, namespace_id: str) -> bool:
+    """Take away the person's credential in ``namespace_id`` (revoked too, when the embedded
+    ledger issued it). Whether they held one."""
+    credential = OrbitCredential.objects.filter(user=user, namespace_id=namespace_id).first()
+    if credential is None:
+        return False
+    _revoke_embedded(credential)
+    credential.delete()
+    return True
+
+
+def _revoke_embedded(credential: OrbitCredential) -> None:
+    """Revoke ``credential`` in the embedded ledger, if that is where it was issued."""
+    from orbit_console.ledger.auth import hash_token
+    from orbit_console.ledger.lifecycle import credential_revoke
+    from orbit_console.ledger.models import Credential
+
+    issued = Credential.objects.filter(
+        token_hash=hash_token(unseal(credential.token_ciphertext))
+    ).first()
+    if issued is not None:
+        credential_revoke(credential=issued)

@@ -11,7 +11,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import signing
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from orbit_console.console.models import ConsoleEvent
 from orbit_console.lib.keyset import older_than
@@ -24,11 +24,11 @@ _CURSOR_SALT = "orbit.console.explorer"
 
 @dataclass(frozen=True)
 class Filters:
-    """What the reader asked for, within the reader's credential's scope (``namespaces`` and,
-    when it is limited to some, ``queues``), never taken from the request (console/access.py)."""
+    """What the reader asked for, within the scope of the reader's credentials (``scopes``:
+    per namespace, the queues its credential is limited to, empty for the whole namespace),
+    never taken from the request (console/access.py)."""
 
-    namespaces: frozenset[str] = frozenset()
-    queues: frozenset[str] = frozenset()
+    scopes: tuple[tuple[str, frozenset[str]], ...] = ()
     person: str = ""
     kind: str = ""
     outcome: str = ""
@@ -41,7 +41,7 @@ class Filters:
         described = {
             name: value
             for name, value in vars(self).items()
-            if value and name not in ("since", "until", "namespaces", "queues")
+            if value and name not in ("since", "until", "scopes")
         }
         if self.since:
             described["since"] = format_utc(self.since)
@@ -51,11 +51,11 @@ class Filters:
 
 
 def events(filters: Filters) -> QuerySet[ConsoleEvent]:
-    rows = ConsoleEvent.objects.select_related("actor", "submission", "proposal").filter(
-        namespace_id__in=filters.namespaces - {""}
-    )
-    if filters.queues:
-        rows = rows.filter(queue_id__in=filters.queues)
+    scope = Q(pk__in=[])  # no credential: nothing
+    for namespace_id, queues in filters.scopes:
+        if namespace_id:
+            scope |= Q(namespace_id=namespace_id, **({"queue_id__in": queues} if queues else {}))
+    rows = ConsoleEvent.objects.select_related("actor", "submission", "proposal").filter(scope)
     if filters.person:
         rows = rows.filter(actor__username=filters.person)
     if filters.kind:

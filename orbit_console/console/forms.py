@@ -4,6 +4,7 @@ Each field is checked with the recovery API's own limits (``lib.recovery_rules``
 mistake is explained inline, next to the field, before anything is sent.
 """
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -29,6 +30,7 @@ TASK_STATES = ["NEEDS_REVIEW", "FAILED", "CANCELLED", "WAITING", "RUNNING", "SUC
 
 
 class WorkQueueFilters(forms.Form):
+    namespace = forms.ChoiceField(label=_("Namespace"), required=False)
     state = forms.ChoiceField(
         label=_("State"),
         required=False,
@@ -42,6 +44,15 @@ class WorkQueueFilters(forms.Form):
     )
     handler = forms.CharField(label=_("Handler"), required=False, max_length=200)
     business_key = forms.CharField(label=_("Business key"), required=False, max_length=512)
+
+    def __init__(self, *args: Any, namespaces: Sequence[str] = (), **kwargs: Any) -> None:
+        """``namespaces``: those of the person's credentials; a choice only when several."""
+        super().__init__(*args, **kwargs)
+        field = self.fields["namespace"]
+        if len(namespaces) > 1:
+            field.choices = [(namespace, namespace) for namespace in namespaces]  # type: ignore[attr-defined]
+        else:
+            del self.fields["namespace"]
 
 
 def _rule(check: Any, value: str) -> str:

@@ -12,11 +12,13 @@ from orbit_console.lib.rfc3339 import format_utc
 
 
 class OrbitCredential(models.Model):
-    """The Orbit credential a person acts with, so that the platform's ``actor_id`` names them
-    (AU6). The token is encrypted at rest (``lib.secretbox``) and never rendered or logged."""
+    """An Orbit credential a person acts with, so that the platform's ``actor_id`` names them
+    (AU6). A person holds at most one per namespace and sees and acts on what their credentials
+    cover (docs/access.md). The token is encrypted at rest (``lib.secretbox``) and never
+    rendered or logged."""
 
-    user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="orbit_credential"
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="orbit_credentials"
     )
     token_ciphertext = models.TextField()
     actor_id = models.CharField(max_length=64, blank=True)
@@ -28,8 +30,15 @@ class OrbitCredential(models.Model):
     queue_ids = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "namespace_id"], name="one_credential_per_namespace"
+            ),
+        ]
+
     def __str__(self) -> str:
-        return f"Orbit credential of {self.user}"
+        return f"Orbit credential of {self.user} in {self.namespace_id or 'a namespace'}"
 
     @property
     def queue_scope(self) -> frozenset[str]:

@@ -1,9 +1,10 @@
-"""People, their roles and what their Orbit credential lets them do.
+"""People, their roles and what their Orbit credentials let them do.
 
 Roles are the groups ``operator``, ``supervisor`` and ``auditor`` (a person may hold several).
 Each role implies Orbit permissions (``CONSOLE_ROLE_PERMISSIONS``); the console offers an action
-only when the person's roles and credential allow it, and the recovery API still has the last
-word on every call.
+only when the person's roles and credentials allow it, and the recovery API still has the last
+word on every call. A person holds at most one credential per namespace and sees what their
+credentials cover (docs/access.md): an organisation-wide auditor holds one in every namespace.
 """
 
 from dataclasses import dataclass
@@ -31,7 +32,18 @@ class Person:
     user: User
     roles: frozenset[str]
     permissions: frozenset[str]
-    credential: OrbitCredential | None
+    credentials: tuple[OrbitCredential, ...]  # one per namespace, ordered by namespace
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return tuple(credential.namespace_id for credential in self.credentials)
+
+    def credential_in(self, namespace_id: str) -> OrbitCredential | None:
+        """The person's credential in ``namespace_id``, if they hold one."""
+        for credential in self.credentials:
+            if credential.namespace_id == namespace_id:
+                return credential
+        return None
 
     @property
     def name(self) -> str:
@@ -60,13 +72,13 @@ def load_person(user: User | AnonymousUser) -> Person | None:
         return None
     assert isinstance(user, User)  # noqa: S101 -- the project uses Django's own user model
     roles = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
-    credential = OrbitCredential.objects.filter(user=user).first()
+    credentials = tuple(OrbitCredential.objects.filter(user=user).order_by("namespace_id", "pk"))
     permissions = role_permissions(roles)
-    if credential is not None and credential.permissions:
-        permissions &= frozenset(credential.permissions.split())
-    if credential is None:
-        permissions = frozenset()
-    return Person(user=user, roles=roles, permissions=permissions, credential=credential)
+    # What some credential was issued with (all of the roles' for a token issued elsewhere).
+    issued = frozenset().union(
+        *(frozenset(c.permissions.split()) if c.permissions else permissions for c in credentials)
+    )
+    return Person(user=user, roles=roles, permissions=permissions & issued, credentials=credentials)
 
 
 def orbit_client(credential: OrbitCredential, *, base_url: str | None = None) -> OrbitClient:

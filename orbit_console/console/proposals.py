@@ -40,19 +40,11 @@ class ProposalRefused(Exception):
     """The step is not allowed; the message says why, in words for the person."""
 
 
-def namespace_of(person: Person) -> str:
-    """The namespace of the person's credential, when the console knows it ("" otherwise)."""
-    return person.credential.namespace_id if person.credential is not None else ""
-
-
-def visible_proposals(namespace_id: str) -> QuerySet[Proposal]:
-    """Proposals a supervisor of ``namespace_id`` is shown: their namespace's, and those whose
-    namespace the console does not know. Pages and pushes then keep only those whose task the
-    supervisor's credential can read (console/access.py)."""
-    proposals = Proposal.objects.all()
-    if namespace_id:
-        proposals = proposals.filter(namespace_id__in=[namespace_id, ""])
-    return proposals
+def visible_proposals(person: Person) -> QuerySet[Proposal]:
+    """Proposals a supervisor is shown: those of the namespaces of their credentials, and those
+    whose namespace the console does not know. Pages and pushes then keep only those whose task
+    one of the supervisor's credentials can read (console/access.py)."""
+    return Proposal.objects.filter(namespace_id__in=[*person.namespaces, ""])
 
 
 def approval_required(action: str) -> bool:

@@ -17,6 +17,7 @@ so that the platform's audit names them whoever presses "resend".
 
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -142,26 +143,43 @@ def record_event(
     return event
 
 
-def record_export(*, actor: User, note: str) -> ConsoleEvent:
-    """An export of the console's record is itself recorded, with its filter and time, in the
-    namespace of the exporting person's credential (whose auditors see it)."""
+def record_export(*, actor: User, note: str, namespace_ids: Sequence[str]) -> list[ConsoleEvent]:
+    """An export of the console's record is itself recorded, with its filter and time, once in
+    each namespace it covered (whose auditors see it)."""
+    now = timezone.now()
     with transaction.atomic():
-        return chain.append(
-            ConsoleEvent(
-                kind="audit.exported",
-                actor=actor,
-                note=note,
-                namespace_id=credential_namespace(actor),
-                created_at=timezone.now(),
+        return [
+            chain.append(
+                ConsoleEvent(
+                    kind="audit.exported",
+                    actor=actor,
+                    note=note,
+                    namespace_id=namespace_id,
+                    created_at=now,
+                )
             )
-        )
+            for namespace_id in namespace_ids or [""]
+        ]
 
 
 def credential_namespace(user: User) -> str:
-    """The namespace of the person's Orbit credential, when the console knows it ("" for a
-    token issued elsewhere)."""
-    found = OrbitCredential.objects.filter(user=user).values_list("namespace_id", flat=True)
-    return found.first() or ""
+    """The namespace of the person's Orbit credential when they hold exactly one and the
+    console knows its namespace; "" otherwise (then the caller must name it)."""
+    found = list(OrbitCredential.objects.filter(user=user).values_list("namespace_id", flat=True))
+    return found[0] if len(found) == 1 else ""
+
+
+async def sending_credential(submission: Submission) -> OrbitCredential | None:
+    """The sender's credential for the submission's namespace. Where the console does not know
+    one of the two namespaces (records and tokens from before it kept them), the sender's only
+    credential: the API judges it."""
+    held = [c async for c in OrbitCredential.objects.filter(user_id=submission.sent_as_id)]
+    for credential in held:
+        if credential.namespace_id == submission.namespace_id:
+            return credential
+    if len(held) == 1 and not (submission.namespace_id and held[0].namespace_id):
+        return held[0]
+    return None
 
 
 # --- Sending ----------------------------------------------------------------------------------
@@ -170,7 +188,7 @@ def credential_namespace(user: User) -> str:
 async def submission_send(submission: Submission, *, actor: User | None) -> Submission:
     """Send the stored request (again) and record what came back. ``actor`` is who pressed the
     button, ``None`` for the reconciler. Returns the submission as it now stands."""
-    credential = await OrbitCredential.objects.filter(user_id=submission.sent_as_id).afirst()
+    credential = await sending_credential(submission)
     if credential is None:
         await sync_to_async(_resolve)(
             submission.id,
@@ -178,7 +196,7 @@ async def submission_send(submission: Submission, *, actor: User | None) -> Subm
             "submission.rejected",
             actor=actor,
             error_code="NO_CREDENTIAL",
-            error_message="the sender has no Orbit credential any more",
+            error_message="the sender has no Orbit credential for this namespace any more",
         )
         return await Submission.objects.aget(id=submission.id)
     await sync_to_async(_mark_sent)(submission.id, actor)

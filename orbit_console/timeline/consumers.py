@@ -1,11 +1,12 @@
 """The live timeline of one task: ``/ws/tasks/<task_id>/timeline``.
 
 A thin consumer: authenticate (the session), authorise (the recovery API, with the person's
-own credential), join the task's group, and push each new entry as the same partial the page
-renders. The socket delivers only what the person may read over HTTP: authorisation is checked
-against the API on connect and again every ``TIMELINE_RECHECK_SECONDS`` (one answer shared by
-the sockets of one credential on one task, verdicts.py); a push never goes out on an answer
-older than twice that, and a refusal closes the socket.
+own credential: of several, the first the API allows for this task), join the task's group,
+and push each new entry as the same partial the page renders. The socket delivers only what
+the person may read over HTTP: authorisation is checked against the API on connect and again
+every ``TIMELINE_RECHECK_SECONDS`` (one answer shared by the sockets of one credential on one
+task, verdicts.py); a push never goes out on an answer older than twice that, and a refusal
+closes the socket.
 """
 
 import asyncio
@@ -16,6 +17,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from orbit_console.console.models import OrbitCredential
 from orbit_console.console.people import Person, load_person
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import task_group
@@ -35,6 +37,7 @@ CLOSE_FORBIDDEN = 4403
 class TaskTimelineConsumer(AsyncWebsocketConsumer):
     person: Person
     task_id: str
+    credential: OrbitCredential | None = None  # the one the socket reads with, once allowed
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -57,8 +60,8 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
         self.group = task_group(task_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.recheck = asyncio.create_task(self._recheck_forever())
-        if not settings.ORBIT_API_EMBEDDED and person.credential is not None:
-            await watcher.watch(task_id, person.credential, self.channel_layer)
+        if not settings.ORBIT_API_EMBEDDED and self.credential is not None:
+            await watcher.watch(task_id, self.credential, self.channel_layer)
         await self.accept()
         WEBSOCKETS_OPEN.labels(consumer="timeline").inc()
         self.counted = True
@@ -79,17 +82,22 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
     # --- Authorisation ------------------------------------------------------------------------
 
     async def _authorised(self) -> bool:
-        """Can this person read this task's operations over HTTP? The answer is shared with
-        the person's other sockets on the task (verdicts.py)."""
-        credential = self.person.credential
-        if credential is None:
-            return False
-        verdict = await VERDICTS.check(credential, self.task_id, max_age=self._period())
-        return verdict.fresh(2 * self._period())
+        """Can this person read this task's operations over HTTP? On connect every credential
+        of theirs is asked at once and the socket keeps the first allowed; later, that one.
+        The answer is shared with the person's other sockets on the task (verdicts.py)."""
+        period = self._period()
+        candidates = self.person.credentials if self.credential is None else (self.credential,)
+        verdicts = await asyncio.gather(
+            *(VERDICTS.check(c, self.task_id, max_age=period) for c in candidates)
+        )
+        for credential, verdict in zip(candidates, verdicts, strict=True):
+            if verdict.fresh(2 * period):
+                self.credential = credential
+                return True
+        return False
 
     def _fresh(self) -> bool:
-        credential = self.person.credential
-        return credential is not None and VERDICTS.known(credential, self.task_id).fresh(
+        return self.credential is not None and VERDICTS.known(self.credential, self.task_id).fresh(
             2 * self._period()
         )
 

@@ -6,7 +6,9 @@ is not in the matrix fails ``test_every_route_is_in_the_matrix`` until someone d
 answers to whom. The people, all with the three roles where a role matters:
 
 - own namespace: an operator, a supervisor and an auditor of the namespace the things belong
-  to — each gets the status the matrix names for its role;
+  to — each gets the status the matrix names for its role; so does each of them when they hold
+  a credential in another namespace as well ("everywhere": the console must pick the one that
+  reads the task);
 - outsiders: the same roles in another namespace, people of the same namespace whose credential
   covers another queue only, and people with roles but no credential. On a route about one
   task they get 403 or 404 and change nothing; on a list they see nothing of the namespace.
@@ -31,6 +33,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
+from orbit_console.console.credentials import credential_drop, mint_embedded
 from orbit_console.console.models import ConsoleEvent, OrbitCredential, Proposal, Submission
 from orbit_console.console.proposals import proposal_create
 from orbit_console.console.submissions import submission_create
@@ -235,12 +238,17 @@ def things(django_db_setup: None, django_db_blocker: Any) -> Iterator[Things]:
 
 
 def person(things: Things, kind: str, role: str) -> TestPerson:
-    """A person of ``kind`` (own, or one of OUTSIDERS) holding ``role``."""
+    """A person of ``kind`` (own, everywhere, or one of OUTSIDERS) holding ``role``."""
     from orbit_console.ledger.seed import seed_world
 
     world = things.world
     if kind == "own":
         return things.operator if role == "operator" else make_person(world, role)
+    if kind == "everywhere":
+        # First a credential elsewhere, then the namespace's: whichever sorts first.
+        someone = make_person(seed_world(label="matrix-elsewhere"), role)
+        mint_embedded(user=someone.user, roles=someone.roles, namespace_id=world["namespace_id"])
+        return someone
     if kind == "other-namespace":
         return make_person(seed_world(label="matrix-other"), role)
     if kind == "other-queue":
@@ -261,12 +269,36 @@ def ask(console: Console, method: str, path: str, form: tuple[tuple[str, str], .
 # --- HTTP ---------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def operator_everywhere(things: Things) -> Iterator[None]:
+    """The namespace's operator (whose proposals and submissions the things are) holds a
+    credential in another namespace too, for the test."""
+    from orbit_console.ledger.seed import seed_world
+
+    elsewhere = seed_world(label="matrix-elsewhere")["namespace_id"]
+    user = things.operator.user
+    mint_embedded(user=user, roles=things.operator.roles, namespace_id=elsewhere)
+    yield
+    credential_drop(user=user, namespace_id=elsewhere)
+
+
 @pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("kind", ["own", "everywhere"])
 def test_people_of_the_namespace_get_what_their_role_allows(
-    orbit_server: DaphneServer, things: Things, role: str, live_db: None
+    orbit_server: DaphneServer,
+    things: Things,
+    role: str,
+    kind: str,
+    live_db: None,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if kind == "everywhere" and role == "operator":
+        request.getfixturevalue("operator_everywhere")
+        subject = things.operator
+    else:
+        subject = person(things, kind, role)
     wrong: list[str] = []
-    with signed_in(orbit_server.url, person(things, "own", role)) as console:
+    with signed_in(orbit_server.url, subject) as console:
         for name, route in ROUTES.items():
             for method, statuses in route.expect.items():
                 path = route.path.format(**things.fresh())
@@ -359,4 +391,7 @@ def test_sockets_open_for_the_namespaces_people_by_role_only(
         for kind in OUTSIDERS
     }
     assert outsiders == dict.fromkeys(OUTSIDERS, False)
+    everywhere = person(things, "everywhere", role).user
+    for path in SOCKETS.values():
+        assert socket_opens(orbit_server, path.format(**subject), everywhere) == opened[path]
     assert not socket_opens(orbit_server, "/ws/approvals", None)

@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -142,10 +143,18 @@ def test_console_user_with_an_empty_token_file_changes_nothing(
 
 def test_demo_serves_the_console_with_its_people_until_sigterm(tmp_path: Path) -> None:
     """``uv run manage.py demo`` on a machine with nothing set up: a fresh SQLite database, the
-    in-memory channel layer; the printed people can sign in; SIGTERM stops everything."""
+    in-memory channel layer; the printed people can sign in; the audit checkpoint job signs
+    the chains' heads; SIGTERM stops everything."""
     port = free_port()
-    env = child_env(DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}")
+    checkpoints = tmp_path / "checkpoints"
+    env = child_env(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        ORBIT_AUDIT_CHECKPOINT_DIR=str(checkpoints),
+    )
     env.pop("REDIS_URL", None)
+    # Checkpoints of an earlier demo database: a new demo world sets them aside.
+    checkpoints.mkdir()
+    (checkpoints / "00000001.json").write_text("{}")
     output = tmp_path / "demo.out"
     with output.open("w") as out:
         demo = subprocess.Popen(
@@ -168,6 +177,12 @@ def test_demo_serves_the_console_with_its_people_until_sigterm(tmp_path: Path) -
                 queue = console.get("/")
                 assert queue.status_code == 200
                 assert "NEEDS_REVIEW" in text_of(queue.text)
+        [aside] = tmp_path.glob("checkpoints.before-*")
+        assert (aside / "00000001.json").read_text() == "{}"
+        deadline = time.monotonic() + 60
+        while not (checkpoints / "00000001.json").exists():
+            assert time.monotonic() < deadline, "the demo's checkpoint job wrote nothing"
+            time.sleep(0.2)
     finally:
         demo.send_signal(signal.SIGTERM)
         code = demo.wait(timeout=60)

@@ -83,7 +83,9 @@ def test_the_runtime_user_cannot_truncate_alter_drop_or_touch_triggers(
     users: dict[str, Any], world: dict[str, Any]
 ) -> None:
     # A row in each audit table (the world has platform records; an export records one here).
-    record_export(actor=make_person(world, "auditor").user, note="{}")
+    record_export(
+        actor=make_person(world, "auditor").user, note="{}", namespace_ids=[world["namespace_id"]]
+    )
     runtime = users["runtime"]
     for table in AUDIT_TABLES:
         assert error_code(runtime, f"SELECT COUNT(*) FROM {table}") is None  # noqa: S608

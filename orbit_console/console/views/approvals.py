@@ -16,7 +16,6 @@ from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, 
 from orbit_console.console.people import SUPERVISOR, Person
 from orbit_console.console.proposals import (
     ProposalRefused,
-    namespace_of,
     proposal_approve,
     proposal_reject,
     proposal_withdraw,
@@ -39,7 +38,7 @@ RECENT = 20
 @requires_role(SUPERVISOR)
 async def approvals_queue(request: HttpRequest) -> HttpResponse:
     person: Person = request.person  # type: ignore[attr-defined]
-    pending, recent = await sync_to_async(_queue)(namespace_of(person))
+    pending, recent = await sync_to_async(_queue)(person)
     readable = await _readable_tasks(person, {p.task_id for p in [*pending, *recent]})
     context = {
         "pending": [p for p in pending if p.task_id in readable],
@@ -49,8 +48,8 @@ async def approvals_queue(request: HttpRequest) -> HttpResponse:
     return await arender(request, template, context)
 
 
-def _queue(namespace_id: str) -> tuple[list[Proposal], list[Proposal]]:
-    proposals = visible_proposals(namespace_id).select_related("proposed_by", "decided_by")
+def _queue(person: Person) -> tuple[list[Proposal], list[Proposal]]:
+    proposals = visible_proposals(person).select_related("proposed_by", "decided_by")
     pending = list(proposals.filter(state=ProposalState.PENDING).order_by("created_at"))
     decided = proposals.exclude(state=ProposalState.PENDING).select_related("submission")
     recent = list(decided.order_by("-decided_at")[:RECENT])
@@ -58,7 +57,7 @@ def _queue(namespace_id: str) -> tuple[list[Proposal], list[Proposal]]:
 
 
 async def _readable_tasks(person: Person, task_ids: set[str]) -> set[str]:
-    """Those of ``task_ids`` the person's credential can read (console/access.py)."""
+    """Those of ``task_ids`` one of the person's credentials can read (console/access.py)."""
     ordered = sorted(task_ids)
     answers = await asyncio.gather(*(can_read_task(person, task_id) for task_id in ordered))
     return {task_id for task_id, readable in zip(ordered, answers, strict=True) if readable}

@@ -17,7 +17,7 @@ from orbit_console.console.forms import ExplorerFilters
 from orbit_console.console.models import ConsoleEvent
 from orbit_console.console.people import AUDITOR, SUPERVISOR, Person
 from orbit_console.console.submissions import record_export
-from orbit_console.console.views.common import arender, client, console_view, requires_role
+from orbit_console.console.views.common import arender, console_view, requires_role, task_client
 from orbit_console.lib.ids import is_id
 from orbit_console.timeline.builder import actor_names
 
@@ -29,16 +29,14 @@ RENDERS: dict[str, type[explorer.CsvRender] | type[explorer.JsonLinesRender]] = 
 
 def _filters(request: HttpRequest) -> tuple[ExplorerFilters, explorer.Filters | None]:
     """The filters, or ``None`` when they do not validate (the form then shows why). Whatever
-    was asked, only the namespace of the reader's credential is read."""
+    was asked, only what the reader's credentials cover is read."""
     form = ExplorerFilters(request.GET or None)
     if request.GET and not form.is_valid():
         return form, None
     data = form.cleaned_data if request.GET else {}
     person: Person = request.person  # type: ignore[attr-defined]
-    credential = person.credential
     return form, explorer.Filters(
-        namespaces=frozenset({credential.namespace_id} if credential else ()),
-        queues=credential.queue_scope if credential else frozenset(),
+        scopes=tuple((c.namespace_id, c.queue_scope) for c in person.credentials),
         person=data.get("person") or "",
         kind=data.get("kind") or "",
         outcome=data.get("outcome") or "",
@@ -101,7 +99,11 @@ async def export(request: HttpRequest, fmt: str) -> HttpResponseBase:
         ensure_ascii=False,
         sort_keys=True,
     )
-    await sync_to_async(record_export)(actor=person.user, note=note)  # type: ignore[arg-type]
+    await sync_to_async(record_export)(
+        actor=person.user,  # type: ignore[arg-type]
+        note=note,
+        namespace_ids=person.namespaces,
+    )
     response = StreamingHttpResponse(
         explorer.stream(filters, render()), content_type=render.content_type
     )
@@ -119,7 +121,7 @@ async def operation_detail(request: HttpRequest, task_id: str, audit_id: str) ->
     """The platform's record of one operation, with before → after as a readable diff."""
     if not is_id(task_id) or not is_id(audit_id):
         raise Http404("no such operation")
-    async with client(request) as orbit:
+    async with await task_client(request, task_id) as orbit:
         operation = await orbit.get_task_operation(task_id, audit_id)
     before = operation.before if isinstance(operation.before, dict) else {}
     after = operation.after if isinstance(operation.after, dict) else {}

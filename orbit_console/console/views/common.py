@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
+from orbit_console.console.access import require_task_access
 from orbit_console.console.people import Person, load_person, orbit_client
 
 AsyncView = Callable[..., Any]  # async views; django-stubs types views as sync only
@@ -76,11 +77,16 @@ async def arender(
     return await sync_to_async(render)(request, template, context, status=status)
 
 
-def client(request: HttpRequest) -> OrbitClient:
+async def task_client(request: HttpRequest, task_id: str) -> OrbitClient:
+    """A client acting as the person with the credential that reads ``task_id``. With one
+    credential, that one: the API's own 404 then stands for a task it cannot read, as for one
+    that does not exist. With several, the one the API allows (``console/access.py``)."""
     person: Person = request.person  # type: ignore[attr-defined]
-    if person.credential is None:
+    if not person.credentials:
         raise NoCredentialError
-    return orbit_client(person.credential)
+    if len(person.credentials) == 1:
+        return orbit_client(person.credentials[0])
+    return orbit_client(await require_task_access(person, task_id))
 
 
 class NoCredentialError(Exception):
@@ -92,7 +98,7 @@ async def task_now(request: HttpRequest, task_id: str) -> tuple[Task | None, str
     or, when the API did not answer, why not. A task the person's credential cannot read raises
     (404: the submission or proposal about it is not found either)."""
     try:
-        async with client(request) as orbit:
+        async with await task_client(request, task_id) as orbit:
             return await orbit.get_task(task_id), None
     except OutcomeUnknown as unknown:
         return None, str(unknown)

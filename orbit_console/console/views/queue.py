@@ -12,7 +12,8 @@ from django.views.decorators.vary import vary_on_headers
 from orbit_console.client import Page, TaskSummary
 from orbit_console.console.forms import WorkQueueFilters
 from orbit_console.console.models import OPEN_STATES, Proposal, ProposalState, Submission
-from orbit_console.console.views.common import arender, client, console_view
+from orbit_console.console.people import Person, orbit_client
+from orbit_console.console.views.common import NoCredentialError, arender, console_view
 
 PAGE_SIZE = 25
 
@@ -44,8 +45,15 @@ def _page_url(request: HttpRequest, key: str | None = None, cursor: str | None =
 @vary_on_headers("HX-Request")  # the fragment and the page share a URL (hx-push-url)
 @console_view
 async def work_queue(request: HttpRequest) -> HttpResponse:
-    filters = WorkQueueFilters(request.GET or None)
+    person: Person = request.person  # type: ignore[attr-defined]
+    filters = WorkQueueFilters(request.GET or None, namespaces=person.namespaces)
     values = filters.cleaned_data if filters.is_valid() else {}
+    # One namespace at a time: the chosen one, else the first the person holds a credential in.
+    credential = person.credential_in(values.get("namespace") or "") or next(
+        iter(person.credentials), None
+    )
+    if credential is None:
+        raise NoCredentialError
     layout: list[tuple[str, str, tuple[str, ...]]]
     if values.get("state"):
         layout = [("list", values["state"], (values["state"],))]
@@ -54,7 +62,7 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
             ("review", _("Needs review"), ("NEEDS_REVIEW",)),
             ("terminal", _("Failed or cancelled"), ("FAILED", "CANCELLED")),
         ]
-    async with client(request) as orbit:
+    async with orbit_client(credential) as orbit:
         pages = await asyncio.gather(
             *(
                 orbit.list_tasks(

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET
 from orbit_console.console.availability import retry_availability, review_availability
 from orbit_console.console.models import Submission
 from orbit_console.console.people import Person
-from orbit_console.console.views.common import arender, client, console_view
+from orbit_console.console.views.common import arender, console_view, task_client
 from orbit_console.lib.ids import is_id
 from orbit_console.timeline.builder import build_page
 
@@ -25,7 +25,7 @@ def task_id_or_404(task_id: str) -> str:
 async def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     task_id = task_id_or_404(task_id)
     person: Person = request.person  # type: ignore[attr-defined]
-    async with client(request) as orbit:
+    async with await task_client(request, task_id) as orbit:
         task = await orbit.get_task(task_id)
         attempts, timeline = await asyncio.gather(
             orbit.list_attempts(task_id, limit=50), build_page(orbit, person, task_id)

@@ -39,8 +39,8 @@ from orbit_console.console.submissions import submission_create, submission_send
 from orbit_console.console.views.common import (
     NoCredentialError,
     arender,
-    client,
     console_view,
+    task_client,
 )
 from orbit_console.console.views.tasks import task_id_or_404
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
@@ -146,7 +146,7 @@ async def retry_wizard(request: HttpRequest, task_id: str) -> HttpResponse:
 async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpResponse:
     task_id = task_id_or_404(task_id)
     person: Person = request.person  # type: ignore[attr-defined]
-    if person.credential is None:
+    if not person.credentials:
         raise NoCredentialError  # explained on its own page, not as a bare 403
     mode = recovery_mode(person, wizard.action)
     if mode is None:
@@ -253,7 +253,7 @@ async def _submit(
 async def _read_task(request: HttpRequest, task_id: str, *, step_index: int) -> Task:
     """The task as it is now, for the page of step ``step_index``. The first step (verify)
     also shows the evidence, the task's attempts: read then only, and kept on the request."""
-    async with client(request) as orbit:
+    async with await task_client(request, task_id) as orbit:
         if step_index != 0:
             request.wizard_attempts = None  # type: ignore[attr-defined]
             return await orbit.get_task(task_id)

@@ -2,8 +2,12 @@
 
 console user NAME --role operator [--role supervisor ...]
              [--password-file PATH]            (else a new person gets a printed password)
-             [--namespace ID]                  (embedded API: where to mint the credential)
+             [--namespace ID ...]              (embedded API: where to mint credentials)
              [--token-file PATH]               (a token issued by Orbit: checked, then stored)
+             [--drop-namespace ID ...]         (take away the credential held there)
+
+A person holds at most one credential per namespace and sees what their credentials cover: a
+credential for a namespace replaces the one held there, those of other namespaces stay.
 """
 
 import secrets
@@ -18,7 +22,8 @@ from django.db import transaction
 from orbit_console.console.credentials import (
     TokenRefused,
     check_external_token,
-    person_enroll,
+    credential_drop,
+    mint_embedded,
     person_roles_set,
     store_external_token,
 )
@@ -34,7 +39,19 @@ class Command(BaseCommand):
         user.add_argument("name")
         user.add_argument("--role", action="append", required=True, choices=ROLES)
         user.add_argument("--password-file", type=Path)
-        user.add_argument("--namespace", help="embedded API: the namespace of the credential")
+        user.add_argument(
+            "--namespace",
+            action="append",
+            default=[],
+            help="embedded API: a namespace to mint a credential in (repeat for several)",
+        )
+        user.add_argument(
+            "--drop-namespace",
+            action="append",
+            default=[],
+            metavar="ID",
+            help="take away the person's credential in this namespace (repeatable)",
+        )
         user.add_argument(
             "--token-file",
             type=Path,
@@ -56,7 +73,8 @@ class Command(BaseCommand):
                 raise CommandError("the token file is empty")
         elif not settings.ORBIT_API_EMBEDDED:
             raise CommandError("with an external ORBIT_API_URL, pass --token-file")
-        namespace_id = None if token else self._namespace(options["namespace"])
+        dropped: list[str] = options["drop_namespace"]
+        namespace_ids = [] if token else self._namespaces(options["namespace"], dropped)
         try:
             info = check_external_token(token) if token else None
         except TokenRefused as refused:
@@ -73,20 +91,31 @@ class Command(BaseCommand):
             if token is not None and info is not None:
                 person_roles_set(user=user, roles=roles)
                 store_external_token(user=user, token=token, info=info)
-            elif namespace_id is not None:
-                person_enroll(user=user, roles=roles, namespace_id=namespace_id)
+            else:
+                person_roles_set(user=user, roles=roles)
+                for namespace_id in namespace_ids:
+                    mint_embedded(user=user, roles=roles, namespace_id=namespace_id)
+            for namespace_id in dropped:
+                if not credential_drop(user=user, namespace_id=namespace_id):
+                    raise CommandError(f"{name} holds no credential in namespace {namespace_id}")
         self.stderr.write(
             f"{'created' if created else 'updated'} {name}: {', '.join(sorted(roles))}"
         )
 
-    def _namespace(self, wanted: str | None) -> str:
+    def _namespaces(self, wanted: list[str], dropped: list[str]) -> list[str]:
+        """The namespaces to mint credentials in: those named, else the embedded ledger's only
+        one (unless the command only takes credentials away)."""
         from orbit_console.ledger.models import Namespace
 
         if wanted:
-            if not Namespace.objects.filter(id=wanted).exists():
-                raise CommandError(f"no namespace {wanted} in the embedded ledger")
-            return wanted
+            known = set(Namespace.objects.filter(id__in=wanted).values_list("id", flat=True))
+            for namespace_id in wanted:
+                if namespace_id not in known:
+                    raise CommandError(f"no namespace {namespace_id} in the embedded ledger")
+            return list(dict.fromkeys(wanted))
+        if dropped:
+            return []
         ids = list(Namespace.objects.values_list("id", flat=True)[:2])
         if len(ids) != 1:
             raise CommandError("pass --namespace: the embedded ledger has none or several")
-        return ids[0]
+        return ids

@@ -10,6 +10,8 @@ is started again.
 import os
 import secrets
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -44,6 +46,8 @@ class Command(BaseCommand):
             raise CommandError("the demo runs on the embedded recovery API: unset ORBIT_API_URL")
         call_command("migrate", interactive=False, verbosity=0)
         namespace_id, created = self._world()
+        if created:
+            self._set_aside_old_checkpoints()
         passwords = self._people(namespace_id)
         url = f"http://{options['host']}:{options['port']}"
         self.stdout.write(
@@ -67,6 +71,16 @@ class Command(BaseCommand):
         from orbit_console.ledger.seed import demo_world
 
         return demo_world(label=DEMO_NAMESPACE), True
+
+    def _set_aside_old_checkpoints(self) -> None:
+        """A new demo world is a new database: checkpoints of an earlier one (a deleted
+        ``var/orbit.sqlite3``) would rightly report all its chains as removed. Keep them, out
+        of the way."""
+        folder = Path(settings.ORBIT_AUDIT_CHECKPOINT_DIR)
+        if folder.is_dir() and any(folder.glob("*.json")):
+            aside = folder.with_name(f"{folder.name}.before-{int(time.time())}")
+            folder.rename(aside)
+            self.stdout.write(f"  (checkpoints of an earlier demo database kept in {aside})")
 
     @transaction.atomic
     def _people(self, namespace_id: str) -> dict[str, str]:

@@ -30,6 +30,7 @@ class CredentialInfo:
     namespace_id: str
     queue_ids: frozenset[str]  # empty: the whole namespace
     permissions: frozenset[str]
+    namespace_name: str = ""  # an Orbit that does not say it: the console shows the id
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "CredentialInfo":
@@ -39,6 +40,7 @@ class CredentialInfo:
             namespace_id=data["namespace_id"],
             queue_ids=frozenset(data["queue_ids"]),
             permissions=frozenset(data["permissions"]),
+            namespace_name=str(data.get("namespace_name") or ""),
         )
 
 

@@ -55,6 +55,7 @@ def store_external_token(*, user: User, token: str, info: CredentialInfo) -> Orb
             "actor_id": info.actor_id,
             "permissions": " ".join(sorted(info.permissions)),
             "queue_ids": " ".join(sorted(info.queue_ids)),
+            "namespace_name": info.namespace_name,
         },
     )
     return credential
@@ -101,6 +102,7 @@ def mint_embedded(
             "actor_id": issued.actor_id,
             "permissions": issued.permissions,
             "queue_ids": " ".join(sorted(queue_ids)),
+            "namespace_name": namespace.name,
         },
     )
     return credential

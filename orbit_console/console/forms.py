@@ -45,12 +45,14 @@ class WorkQueueFilters(forms.Form):
     handler = forms.CharField(label=_("Handler"), required=False, max_length=200)
     business_key = forms.CharField(label=_("Business key"), required=False, max_length=512)
 
-    def __init__(self, *args: Any, namespaces: Sequence[str] = (), **kwargs: Any) -> None:
-        """``namespaces``: those of the person's credentials; a choice only when several."""
+    def __init__(
+        self, *args: Any, namespaces: Sequence[tuple[str, str]] = (), **kwargs: Any
+    ) -> None:
+        """``namespaces``: (id, label) of the person's credentials; a choice only when several."""
         super().__init__(*args, **kwargs)
         field = self.fields["namespace"]
         if len(namespaces) > 1:
-            field.choices = [(namespace, namespace) for namespace in namespaces]  # type: ignore[attr-defined]
+            field.choices = list(namespaces)  # type: ignore[attr-defined]
         else:
             del self.fields["namespace"]
 

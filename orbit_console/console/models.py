@@ -26,6 +26,8 @@ class OrbitCredential(models.Model):
     # empty for a token issued elsewhere. The recovery API has the last word either way.
     permissions = models.CharField(max_length=200, blank=True)
     namespace_id = models.CharField(max_length=64, blank=True)
+    # For people to read (the work queue's choice of namespace); the id when Orbit says none.
+    namespace_name = models.CharField(max_length=200, blank=True, default="")
     # Space-separated queue ids the credential is limited to; empty: its whole namespace.
     queue_ids = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
@@ -39,6 +41,10 @@ class OrbitCredential(models.Model):
 
     def __str__(self) -> str:
         return f"Orbit credential of {self.user} in {self.namespace_id or 'a namespace'}"
+
+    @property
+    def namespace_label(self) -> str:
+        return self.namespace_name or self.namespace_id
 
     @property
     def queue_scope(self) -> frozenset[str]:

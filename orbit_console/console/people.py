@@ -32,7 +32,7 @@ class Person:
     user: User
     roles: frozenset[str]
     permissions: frozenset[str]
-    credentials: tuple[OrbitCredential, ...]  # one per namespace, ordered by namespace
+    credentials: tuple[OrbitCredential, ...]  # one per namespace, by the namespace's name
 
     @property
     def namespaces(self) -> tuple[str, ...]:
@@ -72,7 +72,9 @@ def load_person(user: User | AnonymousUser) -> Person | None:
         return None
     assert isinstance(user, User)  # noqa: S101 -- the project uses Django's own user model
     roles = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
-    credentials = tuple(OrbitCredential.objects.filter(user=user).order_by("namespace_id", "pk"))
+    credentials = tuple(
+        OrbitCredential.objects.filter(user=user).order_by("namespace_name", "namespace_id")
+    )
     permissions = role_permissions(roles)
     # What some credential was issued with (all of the roles' for a token issued elsewhere).
     issued = frozenset().union(

@@ -155,7 +155,9 @@ def json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def credential_detail(credential: Credential, queue_ids: frozenset[str] | None) -> dict[str, Any]:
+def credential_detail(
+    credential: Credential, queue_ids: frozenset[str] | None, namespace_name: str
+) -> dict[str, Any]:
     """What a token's holder may learn about their own credential (our choice, docs/api.md):
     whom it names and what it covers, never the token or its hash."""
     data: dict[str, Any] = {
@@ -163,6 +165,7 @@ def credential_detail(credential: Credential, queue_ids: frozenset[str] | None) 
         "actor_id": credential.actor_id,
         "actor_name": credential.actor_name,
         "namespace_id": credential.namespace_id,
+        "namespace_name": namespace_name,
         "queue_ids": sorted(queue_ids or ()),
         "permissions": sorted(credential.permission_set),
     }

@@ -110,6 +110,7 @@ def test_console_user_stores_a_token_issued_by_orbit_with_the_scope_the_api_give
         reports.id,
         "tasks:audit:read tasks:read",
     )
+    assert stored.namespace_name == Namespace.objects.get(id=world["namespace_id"]).name
     assert token not in done.stdout + done.stderr
 
 

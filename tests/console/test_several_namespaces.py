@@ -8,6 +8,7 @@ third that nobody here holds a credential for.
 """
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -127,10 +128,11 @@ def test_the_work_queue_lists_one_namespace_at_a_time_and_offers_the_others(
     operator = holding(worlds, "operator", "east", "west")
     console = console_of(operator)
     east, west = (worlds[name]["namespace_id"] for name in ("east", "west"))
-    first, second = sorted([east, west])
+    first, second = east, west  # offered by name: "east namespace", then "west namespace"
     page = console.get("/")
     choice = element(page.text, r'<select name="namespace".*?</select>')
-    assert f'value="{first}"' in choice and f'value="{second}"' in choice
+    options = re.findall(r'<option value="([0-9a-f]{32})"[^>]*>([^<]*)</option>', choice)
+    assert options == [(east, "east namespace"), (west, "west namespace")]
 
     def listed(html: str) -> set[str]:
         review = section(html, "review")

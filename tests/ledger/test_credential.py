@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from orbit_console.ledger.auth import hash_token
-from orbit_console.ledger.models import Credential, Queue
+from orbit_console.ledger.models import Credential, Namespace, Queue
 from tests.support.orbit import bearer
 
 
@@ -28,6 +28,7 @@ def test_the_credential_says_its_namespace_queues_and_permissions(
         "actor_id": stored.actor_id,
         "actor_name": "auditor",
         "namespace_id": world["namespace_id"],
+        "namespace_name": Namespace.objects.get(id=world["namespace_id"]).name,
         "queue_ids": [],
         "permissions": ["tasks:audit:read", "tasks:read"],
     }

@@ -46,7 +46,10 @@ def _page_url(request: HttpRequest, key: str | None = None, cursor: str | None =
 @console_view
 async def work_queue(request: HttpRequest) -> HttpResponse:
     person: Person = request.person  # type: ignore[attr-defined]
-    filters = WorkQueueFilters(request.GET or None, namespaces=person.namespaces)
+    filters = WorkQueueFilters(
+        request.GET or None,
+        namespaces=[(c.namespace_id, c.namespace_label) for c in person.credentials],
+    )
     values = filters.cleaned_data if filters.is_valid() else {}
     # One namespace at a time: the chosen one, else the first the person holds a credential in.
     credential = person.credential_in(values.get("namespace") or "") or next(

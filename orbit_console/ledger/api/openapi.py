@@ -324,6 +324,7 @@ def _schemas() -> dict[str, Any]:
                 "actor_id": ID,
                 "actor_name": {"type": "string", "minLength": 1},
                 "namespace_id": ID,
+                "namespace_name": {"type": "string", "minLength": 1},
                 "queue_ids": {
                     "type": "array",
                     "items": ID,

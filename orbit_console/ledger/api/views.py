@@ -18,7 +18,7 @@ from orbit_console.ledger.api.http import (
 )
 from orbit_console.ledger.auth import queue_scope
 from orbit_console.ledger.errors import InvalidArgument
-from orbit_console.ledger.models import Credential, Permission, TaskState
+from orbit_console.ledger.models import Credential, Namespace, Permission, TaskState
 from orbit_console.ledger.requests import parse_retry, parse_review
 from orbit_console.ledger.serializers import (
     attempt_item,
@@ -105,7 +105,8 @@ def get_credential(request: HttpRequest, credential: Credential) -> Answer:
     """Our choice (docs/api.md): the presented token's own credential — its namespace, queues
     and permissions — so that a console storing a token issued elsewhere learns its scope."""
     query(request, allowed=set())
-    return 200, credential_detail(credential, queue_scope(credential))
+    name = Namespace.objects.values_list("name", flat=True).get(id=credential.namespace_id)
+    return 200, credential_detail(credential, queue_scope(credential), name)
 
 
 @api_endpoint(method="GET", permission=Permission.READ)

@@ -15,7 +15,7 @@ import pytest
 from django.db import DatabaseError, connection
 
 from orbit_console.console.models import ConsoleEvent, Submission
-from orbit_console.console.submissions import record_event, submission_create
+from orbit_console.console.submissions import record_event
 from orbit_console.ledger.models import IdempotencyRecord, OperationAudit, ResultEvent, Task
 from tests.audit.conftest import AUDIT_TABLE, CONSOLE_TABLE, execute, inserts_refused, trigger_names
 from tests.console.web import (
@@ -89,17 +89,9 @@ def audit_record(world: dict[str, Any]) -> OperationAudit:
 
 
 @pytest.fixture
-def console_event(world: dict[str, Any], people: dict[str, TestPerson]) -> ConsoleEvent:
+def console_event(submission: Submission) -> ConsoleEvent:
     """An entry of the console's record: a stored (never sent) decision of the operator."""
-    stored = submission_create(
-        action="review",
-        task_id=world["tasks"]["needs_review_2"],
-        queue_id=world["queue_id"],
-        expected_revision=REVIEW_REVISION,
-        body='{"reason": "kept as stored"}',
-        created_by=people["operator"].user,
-    )
-    return ConsoleEvent.objects.get(submission=stored.submission, kind="submission.stored")
+    return ConsoleEvent.objects.get(submission=submission, kind="submission.stored")
 
 
 def test_migrations_create_both_triggers_on_both_records(live_db: None) -> None:

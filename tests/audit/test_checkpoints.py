@@ -42,6 +42,7 @@ from tests.audit.conftest import (
     more_events,
     verify_output,
 )
+from tests.console.web import element, text_of
 from tests.support.orbit import post, review_body
 from tests.support.servers import child_env, run_manage
 
@@ -383,3 +384,46 @@ def test_a_checkpoint_file_is_written_whole_and_never_over_another(folder: Path)
     with pytest.raises(FileExistsError):
         checkpoints._create(signed.path, b"{}")
     assert checkpoints.read().problems == []
+
+
+def test_the_periodic_job_outlives_a_failing_round(
+    folder: Path, world: dict[str, Any], api: httpx.Client, tmp_path: Path
+) -> None:
+    """A round that fails (here: the newest checkpoint no longer verifies, so nothing may be
+    built on it) is logged and tried again; once the fault is gone the job goes on by itself."""
+    signed_now()
+    newest = folder / "00000001.json"
+    kept = newest.read_bytes()
+    newest.write_text("{}")
+    log = tmp_path / "job.log"
+    with log.open("w") as out:
+        job = subprocess.Popen(
+            [sys.executable, "manage.py", "audit", "checkpoint", "--every", "0.2"],
+            cwd=settings.BASE_DIR,
+            env=child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: log.read_text().count("this round failed; again in") >= 2)
+        assert job.poll() is None, "the job died on a failing round"
+        assert "does not verify" in log.read_text()
+        newest.write_bytes(kept)
+        task_id = world["tasks"]["needs_review"]
+        reviewed = post(api, task_id, "review", world["tokens"]["admin"], review_body())
+        assert reviewed.status_code == 200, reviewed.text
+        wait_for(lambda: (folder / "00000002.json").exists())
+    finally:
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=30)
+    assert job.returncode == 0, log.read_text()
+    assert problems() == []
+
+
+def test_the_explorer_names_the_newest_checkpoint(
+    folder: Path, console_as: Callable[..., Any], people: dict[str, Any]
+) -> None:
+    written = signed_now()
+    page = console_as(people["auditor"]).get("/audit")
+    status = text_of(element(page.text, r'<p class="muted" id="checkpoint-status">.*?</p>'))
+    assert f"Newest signed checkpoint of the chains' heads: number {written.number}," in status

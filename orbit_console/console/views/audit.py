@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from orbit_console.audit.models import ChainVerification
+from orbit_console.audit.models import ChainVerification, WrittenCheckpoint
 from orbit_console.console import explorer
 from orbit_console.console.forms import ExplorerFilters
 from orbit_console.console.models import ConsoleEvent
@@ -60,6 +60,7 @@ async def explorer_page(request: HttpRequest) -> HttpResponse:
             filters, request.GET.get("cursor")
         )
     verification = await ChainVerification.objects.order_by("-ran_at").afirst()
+    checkpoint = await WrittenCheckpoint.objects.order_by("-taken_at", "-number").afirst()
     query = request.GET.copy()
     query.pop("cursor", None)
     context = {
@@ -68,6 +69,7 @@ async def explorer_page(request: HttpRequest) -> HttpResponse:
         "next_query": _with(query, cursor=next_cursor) if next_cursor else None,
         "export_query": query.urlencode(),
         "verification": verification,
+        "checkpoint": checkpoint,
         "filtered": bool(request.GET),
     }
     template = "console/audit.html#results" if request.htmx else "console/audit.html"  # type: ignore[attr-defined]

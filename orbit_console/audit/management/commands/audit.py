@@ -9,6 +9,7 @@
   ``ORBIT_AUDIT_VERIFY_KEYS`` wherever checkpoints are verified without the private key.
 """
 
+import logging
 import signal
 import sys
 import threading
@@ -16,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DatabaseError, close_old_connections
+from django.db import close_old_connections
 from django.utils import timezone
 
 from orbit_console.audit import checkpoints, signing
@@ -25,6 +26,7 @@ from orbit_console.audit.verify import verify
 from orbit_console.lib.rfc3339 import format_utc
 
 SHOWN_PROBLEMS = 20
+logger = logging.getLogger("orbit.audit")
 
 
 class Command(BaseCommand):
@@ -98,8 +100,8 @@ class Command(BaseCommand):
         while not stop.is_set():
             try:
                 self._checkpoint(force=False)
-            except DatabaseError as error:  # the next round tries again
-                self.stderr.write(f"audit checkpoint: the database failed: {error}")
+            except Exception:  # one round's fault (database, disk, folder): the next tries again
+                logger.exception("audit checkpoint: this round failed; again in %ss", seconds)
                 close_old_connections()
             stop.wait(seconds)
 

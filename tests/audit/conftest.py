@@ -64,16 +64,23 @@ def append_only_lifted(*tables: str) -> Iterator[None]:
 @contextmanager
 def inserts_refused(table: str) -> Iterator[None]:
     """An extra trigger that refuses every INSERT into ``table``: the audit cannot be written."""
-    name = f"{table}_test_no_insert"
-    message = f"{table}: audit storage unavailable (test)"
+    with statements_refused(table, "INSERT", f"{table}: audit storage unavailable (test)"):
+        yield
+
+
+@contextmanager
+def statements_refused(table: str, event: str, message: str) -> Iterator[None]:
+    """An extra trigger that refuses every ``event`` (INSERT, UPDATE, DELETE) on ``table`` with
+    ``message``: a real database error, for as long as the block runs."""
+    name = f"{table}_test_no_{event.lower()}"
     if connection.vendor == "sqlite":
         create = (
-            f"CREATE TRIGGER {name} BEFORE INSERT ON {table} "
+            f"CREATE TRIGGER {name} BEFORE {event} ON {table} "
             f"BEGIN SELECT RAISE(ABORT, '{message}'); END"
         )
     else:
         create = (
-            f"CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW "
+            f"CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH ROW "
             f"SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{message}'"
         )
     execute(f"DROP TRIGGER IF EXISTS {name}", create)

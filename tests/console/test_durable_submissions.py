@@ -4,18 +4,24 @@ committed. Each ends, by a person's resend or by the reconciler, in exactly one 
 record and the original receipt; the stored request never changes."""
 
 import re
+import signal
+import subprocess
+import sys
 import time
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
-from orbit_console.console.models import ConsoleEvent, Submission
+from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, Submission
+from orbit_console.console.proposals import proposal_create
 from orbit_console.ledger import lifecycle
 from orbit_console.ledger.models import OperationAudit, Task, TaskState
 from orbit_console.lib import strictjson
+from tests.audit.conftest import statements_refused
 from tests.console.web import (
     Console,
     csrf_token_of,
@@ -441,3 +447,54 @@ def test_unreachable_api_is_explained_on_read_pages(
     assert "Nothing on this page was changed" in text_of(page.text)
     faulty_proxy.set_mode("pass")
     assert operator.get(f"/tasks/{world['tasks']['needs_review']}").status_code == 200
+
+
+# --- (f) The reconciler outlives its faults (issue 14) -----------------------------------------
+
+
+def test_the_reconciler_outlives_a_failing_pass_and_catches_up_by_itself(
+    world: dict[str, Any], people: dict[str, TestPerson], orbit_server: DaphneServer, tmp_path: Any
+) -> None:
+    """A pass that fails on a database error (here a trigger refuses the proposal's expiry) no
+    longer kills the service: it logs the fault, waits a little longer each time, and once the
+    fault is gone does what was due, without a restart."""
+    proposal = proposal_create(
+        action="review",
+        task_id=world["tasks"]["needs_review_2"],
+        queue_id=world["queue_id"],
+        namespace_id=world["namespace_id"],
+        expected_revision="3",
+        body="{}",
+        proposed_by=people["operator"].user,
+    ).proposal
+    Proposal.objects.filter(id=proposal.id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    log = tmp_path / "reconciler.log"
+    with statements_refused("console_proposal", "UPDATE", "proposals unavailable (test)"):
+        with log.open("w") as out:
+            reconciler = subprocess.Popen(
+                [sys.executable, "manage.py", "reconcile", "--interval", "0.1"],
+                cwd=settings.BASE_DIR,
+                env=servers.child_env(ORBIT_EMBEDDED_API_URL=orbit_server.url),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while log.read_text().count("a pass failed") < 3:
+                assert reconciler.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            assert "proposals unavailable (test)" in log.read_text()
+        except BaseException:
+            reconciler.kill()
+            raise
+    try:
+        deadline = time.monotonic() + 40  # the backoff is at most 30 s
+        while Proposal.objects.get(id=proposal.id).state != ProposalState.EXPIRED:
+            assert reconciler.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        reconciler.send_signal(signal.SIGTERM)
+        reconciler.wait(timeout=30)
+    assert reconciler.returncode == 0, log.read_text()

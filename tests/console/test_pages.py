@@ -473,6 +473,21 @@ def test_task_of_another_namespace_looks_like_a_missing_one_C4(
         assert operator.get(path).status_code == 404, path
 
 
+def test_a_bad_cursor_from_the_browser_is_its_own_mistake_not_a_server_error(
+    auditor: Console, world: dict[str, Any]
+) -> None:
+    """Issue 14: the API's 400 for what the browser sent is a 400 here, explained."""
+    task_id = world["tasks"]["needs_review"]
+    for path in (
+        f"/tasks/{task_id}/timeline/older?cursor=garbage",
+        "/?cursor_review=garbage",
+    ):
+        response = auditor.get(path)
+        assert response.status_code == 400, path
+        assert "The recovery API refused the request" in text_of(response.text), path
+        assert "INVALID_ARGUMENT" in response.text, path
+
+
 # --- Safety -------------------------------------------------------------------------------------
 
 

@@ -42,7 +42,9 @@ def console_view(view: AsyncView) -> AsyncView:
                 request, "console/api_problem.html", {"problem": "credential"}, status=403
             )
         except OrbitError as error:
-            status = {404: 404, 401: 403, 403: 403}.get(error.status, 502)
+            # The API's 400 answers what the browser asked for (a cursor, a filter): the
+            # browser's mistake is a 400 here too, not a failure of the console (502).
+            status = {400: 400, 404: 404, 401: 403, 403: 403}.get(error.status, 502)
             context = {"problem": "error", "error": error}
             return await arender(request, "console/api_problem.html", context, status=status)
         except OutcomeUnknown as unknown:

@@ -1,14 +1,22 @@
 """``manage.py reconcile``: resend submissions whose outcome is unknown until each has a
-definite answer, with bounded backoff and a deadline (C9, I4). Runs as a service; ``--once``
-does one pass."""
+definite answer, with bounded backoff and a deadline (C9, I4). Runs as a service that outlives
+a failing pass (issue 14); ``--once`` does one pass."""
 
 import asyncio
+import logging
 import signal
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import close_old_connections
 
 from orbit_console.console.reconciler import reconcile_once
+
+logger = logging.getLogger("orbit.console.reconciler")
+# After a failed pass the reconciler waits longer each time, never more than this: it is back
+# at work within this long of a fault's end.
+MAX_BACKOFF = 30.0
 
 
 class Command(BaseCommand):
@@ -26,14 +34,28 @@ class Command(BaseCommand):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        failures = 0
         while True:
-            sent = await reconcile_once()
-            if sent:
-                self.stderr.write(f"reconciler: sent {sent} submission(s) again")
-            if once:
-                return
             try:
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+                sent = await reconcile_once()
+            except Exception:
+                # A fault of this pass (the database away, a lost connection): log it, wait a
+                # little longer each time (at most MAX_BACKOFF), and go on. Nothing is lost:
+                # what was due stays due.
+                failures += 1
+                pause = min(interval * 2**failures, MAX_BACKOFF)
+                logger.exception("reconciler: a pass failed; next in %.0fs", pause)
+                await sync_to_async(close_old_connections)()
+                if once:
+                    raise
+            else:
+                failures, pause = 0, interval
+                if sent:
+                    self.stderr.write(f"reconciler: sent {sent} submission(s) again")
+                if once:
+                    return
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=pause)
             except TimeoutError:
                 continue
             return

@@ -156,6 +156,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels -------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+# A live notification may hold the request that committed it this long at most; one that takes
+# longer (a hung Redis) is given up and counted, and viewers catch up (lib/live.py).
+ORBIT_PUBLISH_TIMEOUT = env_int("ORBIT_PUBLISH_TIMEOUT_MS", 500, minimum=1) / 1000
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {

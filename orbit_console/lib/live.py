@@ -14,6 +14,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
 from orbit_console.ops.metrics import PUBLISH_FAILURES
@@ -30,24 +31,30 @@ def task_group(task_id: str) -> str:
 
 
 def publish(group: str, message: dict[str, Any]) -> bool:
-    """Send to a group now. A failure is logged and counted, never raised: a write must not
-    fail because a notification could not go out (viewers catch up when they reconnect)."""
+    """Send to a group now, within ``ORBIT_PUBLISH_TIMEOUT``. A failure or a timeout is logged
+    and counted, never raised: a write must not fail, nor wait on a hung channel layer, because
+    a notification could not go out (viewers catch up when they reconnect)."""
     layer = get_channel_layer()
     if layer is None:
         return False
+    send = async_to_sync(_send_within)
     try:
         if _loop_running_here():
             # Sync code called from a thread that runs an event loop (not a server path, but a
             # script or test driving one): send from a helper thread instead of failing.
             with ThreadPoolExecutor(max_workers=1) as pool:
-                pool.submit(async_to_sync(layer.group_send), group, message).result()
+                pool.submit(send, layer, group, message).result()
         else:
-            async_to_sync(layer.group_send)(group, message)
+            send(layer, group, message)
     except Exception:
         PUBLISH_FAILURES.inc()
         logger.exception("channel layer publish failed", extra={"group": group})
         return False
     return True
+
+
+async def _send_within(layer: Any, group: str, message: dict[str, Any]) -> None:
+    await asyncio.wait_for(layer.group_send(group, message), timeout=settings.ORBIT_PUBLISH_TIMEOUT)
 
 
 def _loop_running_here() -> bool:

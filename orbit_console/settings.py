@@ -143,10 +143,18 @@ elif _database["ENGINE"] == "django.db.backends.mysql":
             "'uv sync --extra mysql' (it builds against the MySQL client headers: "
             "'apt-get install default-libmysqlclient-dev pkg-config')"
         )
+    # Bounded time (issue 14): a database that accepts and never answers fails the request
+    # after these, instead of holding it and its thread. The read timeout bounds one read (the
+    # client library tries a read up to three times); a migration of a large table may need
+    # more (set DATABASE_READ_TIMEOUT_SECONDS for the migrate step).
+    _read_timeout = env_int("DATABASE_READ_TIMEOUT_SECONDS", 30, minimum=1)
     _database["OPTIONS"] = {
         "charset": "utf8mb4",
         "isolation_level": "read committed",
         "init_command": "SET sql_mode='STRICT_ALL_TABLES'",
+        "connect_timeout": env_int("DATABASE_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
+        "read_timeout": _read_timeout,
+        "write_timeout": _read_timeout,
     }
     _database["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"}
 else:

@@ -3,11 +3,14 @@ and the channel layer; ``check --deploy`` is clean with the production environme
 to start without its secrets; the compose file is valid; the image runs as a non-root user on
 locked dependencies."""
 
+import contextlib
 import os
 import re
 import secrets
+import socket
 import subprocess
 import sys
+import threading
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,6 +138,42 @@ def test_readiness_is_503_while_the_database_is_unreachable_I7(
     checks = not_ready_checks(broken_server)
     assert checks["database"] == "error: OperationalError"
     assert checks["channel_layer"] == "ok"
+
+
+def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_bounded_time(
+    tmp_path: Path,
+) -> None:
+    """Issue 14: a silent database held requests for over 70 s. Connecting now gives up after
+    ``DATABASE_CONNECT_TIMEOUT_SECONDS`` with an error."""
+    pytest.importorskip("MySQLdb", reason="the MySQL driver is the opt-in extra 'mysql'")
+    silent = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept_and_say_nothing() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(silent.accept()[0])
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    port = silent.getsockname()[1]
+    env = servers.child_env(
+        DATABASE_URL=f"mysql://orbit@127.0.0.1:{port}/orbit", DATABASE_CONNECT_TIMEOUT_SECONDS="1"
+    )
+    try:
+        done = servers.run_manage(
+            "shell",
+            "-c",
+            "from django.db import connection; connection.ensure_connection()",
+            env=env,
+            timeout=60,  # without the timeout the child waits for ever and this fails
+        )
+    finally:
+        silent.close()
+        for held_connection in held:
+            held_connection.close()
+    assert held, "the driver never reached the silent server"
+    assert done.returncode != 0
+    assert "OperationalError" in done.stderr and "Lost connection" in done.stderr, done.stderr
 
 
 def not_ready_checks(server: DaphneServer) -> dict[str, str]:

@@ -64,6 +64,7 @@ MIDDLEWARE = [
     # runs inside SyncMiddlewareGroup, one hop each way for all of it (docs/architecture.md).
     "orbit_console.ops.middleware.RequestIdMiddleware",
     "orbit_console.ops.middleware.AccessLogMiddleware",
+    "orbit_console.ops.middleware.OutageMiddleware",
     "orbit_console.ops.middleware.SyncMiddlewareGroup",
     "django_htmx.middleware.HtmxMiddleware",
     "orbit_console.console.middleware.TimezoneMiddleware",

@@ -7,6 +7,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_asy
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.exception import response_for_exception
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
@@ -16,6 +17,10 @@ from orbit_console.ops.context import current_request_id
 from orbit_console.ops.metrics import REQUEST_LATENCY
 
 access_logger = logging.getLogger("orbit.access")
+logger = logging.getLogger("orbit.ops")
+
+# The database errors that mean "not reachable now", not "this request is wrong".
+OUTAGES = (OperationalError, InterfaceError)
 
 REQUEST_ID_HEADER = "X-Request-Id"
 
@@ -197,4 +202,30 @@ class SyncMiddlewareGroup:
         for hook in self.exception_hooks:
             if (response := hook(request, exception)) is not None:
                 return response  # type: ignore[no-any-return]
+        return None
+
+
+class OutageMiddleware:
+    """A view that fails because the database cannot be reached (or stopped answering)
+    answers 503 with the fault page (``ops/views.py``), not a bare 500: the person is told to
+    try again, with the request id, and whether their decision was stored first. Prefixes
+    with error pages of their own (the recovery API's envelope) answer as they do."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        from orbit_console.ops.views import fault_page, own_error_page
+
+        if isinstance(exception, OUTAGES) and own_error_page(request) is None:
+            logger.error("database unavailable", exc_info=exception)
+            return fault_page(request, 503)
         return None

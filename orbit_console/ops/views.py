@@ -8,6 +8,7 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 READY_TIMEOUT_SECONDS = 2.0
@@ -68,14 +69,46 @@ def register_error_page(prefix: str, page: ErrorPage) -> None:
 
 
 def _error_page(request: HttpRequest, status: int) -> HttpResponse:
-    for prefix, page in _ERROR_PAGES.items():
-        if request.path.startswith(prefix):
-            return page(request, status)
+    page = own_error_page(request)
+    if page is not None:
+        return page(request, status)
     return render(request, f"{status}.html", status=status)
 
 
+def own_error_page(request: HttpRequest) -> ErrorPage | None:
+    """The error page of the prefix ``request`` is under, if its app registered one."""
+    for prefix, page in _ERROR_PAGES.items():
+        if request.path.startswith(prefix):
+            return page
+    return None
+
+
+# --- Pages that tell the truth during a fault (issue 14) -------------------------------------
+
+
+def remember_stored(request: HttpRequest, url: str) -> None:
+    """Say that the person's decision was stored, at ``url``, before whatever may fail next:
+    a fault page for this request then says so and links to it."""
+    request.orbit_stored_url = url  # type: ignore[attr-defined]
+
+
+def fault_page(request: HttpRequest, status: int) -> HttpResponse:
+    """The styled, translated 500 or 503 page, with the request id and, when the person's
+    decision was stored before the fault, a link to it. Rendered without the request's context
+    processors: nothing on it reads the database that may be the fault."""
+    context = {
+        "status": status,
+        "request_id": getattr(request, "request_id", ""),
+        "stored_url": getattr(request, "orbit_stored_url", ""),
+    }
+    return HttpResponse(render_to_string("errors/fault.html", context), status=status)
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
-    return _error_page(request, 500)
+    page = own_error_page(request)
+    if page is not None:
+        return page(request, 500)
+    return fault_page(request, 500)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

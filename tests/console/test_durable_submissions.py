@@ -498,3 +498,33 @@ def test_the_reconciler_outlives_a_failing_pass_and_catches_up_by_itself(
         reconciler.send_signal(signal.SIGTERM)
         reconciler.wait(timeout=30)
     assert reconciler.returncode == 0, log.read_text()
+
+
+# --- (g) Truthful pages when the console's own database fails (issue 14) -----------------------
+
+
+def test_a_fault_after_the_decision_was_stored_says_so_and_links_to_it(
+    operator: Console, world: dict[str, Any]
+) -> None:
+    """The decision is stored, then the database refuses to record that it is being sent: the
+    person gets the styled fault page, with the request id and a link to their decision, which
+    exists (pending: the reconciler will send it), instead of a bare "Server error"."""
+    task_id = world["tasks"]["needs_review"]
+    confirm = wizard_to_confirm(operator, task_id, "review", review_values())
+    with statements_refused("console_submission", "UPDATE", "submissions unavailable (test)"):
+        answer = wizard_submit(operator, task_id, "review", confirm.text)
+    assert answer.status_code in {500, 503}, answer.text
+    stored = element(
+        answer.text, r'<div class="callout warning" id="stored-before-fault">.*?</div>'
+    )
+    match = re.search(r'href="/submissions/([0-9a-f]{32})"', stored)
+    assert match is not None, stored
+    submission = Submission.objects.get(id=match.group(1))
+    assert (submission.task_id, submission.state, submission.send_count) == (task_id, "pending", 0)
+    assert "Your decision was stored before this happened" in text_of(answer.text)
+    request_id = text_of(element(answer.text, r'<span class="mono" id="request-id">.*?</span>'))
+    assert request_id and request_id == answer.headers["X-Request-Id"]
+    assert 'rel="stylesheet"' in answer.text and "<script>" not in answer.text
+    assert audits(task_id) == []  # nothing reached the platform
+    page = operator.get(f"/submissions/{submission.id}")
+    assert page.status_code == 200 and "Decision stored" in text_of(page.text)

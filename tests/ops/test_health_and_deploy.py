@@ -176,6 +176,30 @@ def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_b
     assert "OperationalError" in done.stderr and "Lost connection" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize(
+    "broken_server",
+    [{"DATABASE_URL": "sqlite:////nonexistent-dir/orbit.sqlite3"}],
+    ids=["sqlite-missing-directory"],
+    indirect=True,
+)
+def test_a_console_page_answers_a_styled_503_while_the_database_is_unreachable(
+    broken_server: DaphneServer,
+) -> None:
+    """Issue 14: not a bare "Server error": the translated fault page, with the request id."""
+    for language, heading in (("en", "Temporarily unavailable"), ("zh-hans", "暂时无法使用")):
+        answer = httpx.get(
+            f"{broken_server.url}/",
+            cookies={"sessionid": "a-session-the-database-would-know"},
+            headers={"Accept-Language": language},
+            timeout=30,
+        )
+        assert answer.status_code == 503, answer.text
+        assert f"<h1>{heading}</h1>" in answer.text
+        assert answer.headers["X-Request-Id"] in answer.text
+        assert "content-security-policy" in answer.headers
+        assert "stored-before-fault" not in answer.text
+
+
 def not_ready_checks(server: DaphneServer) -> dict[str, str]:
     """``/health/ready`` answers 503 "unavailable" while ``/health/live`` answers 200; the
     readiness checks, for the test to read."""

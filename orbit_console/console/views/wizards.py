@@ -44,6 +44,7 @@ from orbit_console.console.views.common import (
 )
 from orbit_console.console.views.tasks import task_id_or_404
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
+from orbit_console.ops.views import remember_stored
 
 _PIN_SALT = "orbit.console.wizard.pin"
 _CONTROL_FIELDS = {"csrfmiddlewaretoken", "pin", "step", "nav"}
@@ -239,6 +240,7 @@ async def _submit(
         created_by=request.user,  # type: ignore[arg-type]
     )
     submission = outcome.submission
+    remember_stored(request, reverse("console:submission", args=[submission.id]))
     if outcome.created:
         await submission_send(submission, actor=request.user)  # type: ignore[arg-type]
     else:

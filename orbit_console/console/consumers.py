@@ -16,8 +16,8 @@ from orbit_console.console.access import can_read_task
 from orbit_console.console.models import Proposal
 from orbit_console.console.people import SUPERVISOR, Person, load_person
 from orbit_console.console.proposals import APPROVALS_GROUP, visible_proposals
+from orbit_console.lib.live import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, CLOSE_UNAVAILABLE, join
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
-from orbit_console.timeline.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from orbit_console.timeline.render import cookies_of, language_of, zone_of_scope
 
 
@@ -34,8 +34,11 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         cookies = cookies_of(self.scope)
         self.language = language_of(self.scope, cookies)
         self.zone = zone_of_scope(cookies)
+        if not await join(self.channel_layer, APPROVALS_GROUP, self.channel_name):
+            await self.accept()  # a close code needs an open socket: the page then retries
+            await self.close(code=CLOSE_UNAVAILABLE)
+            return
         self.joined = True
-        await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
         await self.accept()
         WEBSOCKETS_OPEN.labels(consumer="approvals").inc()
         self.counted = True

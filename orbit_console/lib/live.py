@@ -25,6 +25,16 @@ OPERATION_MESSAGE = "ledger.operation"
 CONSOLE_EVENT_MESSAGE = "console.event"
 
 
+# How the console's sockets close when they will not serve (private codes, 4000-4999: daphne
+# sends no other kind, so 1013 "try again later" is not available): no session; not allowed;
+# and, for a socket that cannot join its group because the channel layer is down or hung
+# (issue 14), "live updates paused": the page says so and tries again with backoff.
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_UNAVAILABLE = 4503
+JOIN_TIMEOUT_SECONDS = 2.0
+
+
 def task_group(task_id: str) -> str:
     """The group of one task (ASCII letters, digits and dots; well under 100 characters)."""
     return f"orbit.task.{task_id}"
@@ -55,6 +65,18 @@ def publish(group: str, message: dict[str, Any]) -> bool:
 
 async def _send_within(layer: Any, group: str, message: dict[str, Any]) -> None:
     await asyncio.wait_for(layer.group_send(group, message), timeout=settings.ORBIT_PUBLISH_TIMEOUT)
+
+
+async def join(layer: Any, group: str, channel_name: str) -> bool:
+    """Add a socket to ``group``; ``False`` (logged) when the channel layer does not answer
+    within ``JOIN_TIMEOUT_SECONDS`` or fails: the socket then closes with ``CLOSE_UNAVAILABLE``
+    instead of failing its handshake with a 500."""
+    try:
+        await asyncio.wait_for(layer.group_add(group, channel_name), timeout=JOIN_TIMEOUT_SECONDS)
+    except Exception:
+        logger.warning("channel layer unavailable: a socket cannot join %s", group, exc_info=True)
+        return False
+    return True
 
 
 def _loop_running_here() -> bool:

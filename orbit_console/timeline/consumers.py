@@ -20,7 +20,13 @@ from django.conf import settings
 from orbit_console.console.models import OrbitCredential
 from orbit_console.console.people import Person, load_person
 from orbit_console.lib.ids import is_id
-from orbit_console.lib.live import task_group
+from orbit_console.lib.live import (
+    CLOSE_FORBIDDEN,
+    CLOSE_UNAUTHENTICATED,
+    CLOSE_UNAVAILABLE,
+    join,
+    task_group,
+)
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.timeline import watcher
 from orbit_console.timeline.builder import actor_names
@@ -29,9 +35,6 @@ from orbit_console.timeline.render import cookies_of, language_of, render_push, 
 from orbit_console.timeline.verdicts import VERDICTS
 
 logger = logging.getLogger("orbit.timeline")
-
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_FORBIDDEN = 4403
 
 
 class TaskTimelineConsumer(AsyncWebsocketConsumer):
@@ -57,8 +60,11 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
         cookies = cookies_of(self.scope)
         self.language = language_of(self.scope, cookies)
         self.zone = zone_of_scope(cookies)
+        if not await join(self.channel_layer, task_group(task_id), self.channel_name):
+            await self.accept()  # a close code needs an open socket: the page then retries
+            await self.close(code=CLOSE_UNAVAILABLE)
+            return
         self.group = task_group(task_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         self.recheck = asyncio.create_task(self._recheck_forever())
         if not settings.ORBIT_API_EMBEDDED and self.credential is not None:
             await watcher.watch(task_id, self.credential, self.channel_layer)

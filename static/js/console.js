@@ -168,8 +168,27 @@
     showNoProposals();
   });
   document.addEventListener("htmx:wsOpen", function (event) {
-    setLive(event.target, "live");
-    resync(event.target);
+    var socketElement = event.target;
+    setLive(socketElement, "live");
+    resync(socketElement);
+    // Open for a while: the service is back, so a later pause starts its backoff afresh.
+    clearTimeout(socketElement.orbitSteady);
+    socketElement.orbitSteady = setTimeout(function () { socketElement.orbitPauses = 0; }, 5000);
   });
-  document.addEventListener("htmx:wsClose", function (event) { setLive(event.target, "reconnecting"); });
+  // The server closes with 4503 while a service it needs (the channel layer) is down: the page
+  // says live updates are paused and tries again itself, with a growing, jittered pause (at most
+  // 30 s), as the ws extension does only for the standard "try again" codes.
+  var CLOSE_UNAVAILABLE = 4503;
+  document.addEventListener("htmx:wsClose", function (event) {
+    var socketElement = event.target;
+    clearTimeout(socketElement.orbitSteady);
+    var code = event.detail.event && event.detail.event.code;
+    if (code !== CLOSE_UNAVAILABLE) { setLive(socketElement, "reconnecting"); return; }
+    setLive(socketElement, "paused");
+    var pauses = socketElement.orbitPauses = (socketElement.orbitPauses || 0) + 1;
+    var delay = Math.random() * Math.min(30000, 1000 * Math.pow(2, pauses));
+    setTimeout(function () {
+      if (document.body.contains(socketElement)) { event.detail.socketWrapper.reconnect(); }
+    }, delay);
+  });
 })();

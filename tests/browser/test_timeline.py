@@ -2,6 +2,7 @@
 page, a review in one (or straight through the API) appears in the other without a reload, a
 reconnect after missed entries catches up, and no entry is ever shown twice."""
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -250,3 +251,39 @@ def test_operator_page_says_platform_operations_are_not_shown_and_opens_no_socke
     expect(page.locator("[ws-connect]")).to_have_count(0)
     expect(page.locator("#timeline-live")).to_have_count(0)
     expect(page.locator("#timeline-entries > li.source-platform")).to_have_count(0)
+
+
+@pytest.fixture
+def server_without_its_channel_layer(
+    django_db_blocker: Any, orbit_server: DaphneServer
+) -> Iterator[DaphneServer]:
+    """A console whose Redis cannot be reached: pages work, live updates cannot."""
+    with django_db_blocker.unblock():
+        server = DaphneServer(
+            "timeline-no-redis", env={"REDIS_URL": "redis://127.0.0.1:1/0"}
+        ).start()
+    yield server
+    server.stop()
+
+
+def test_the_page_says_live_updates_are_paused_and_keeps_trying_while_redis_is_down(
+    page: Page,
+    server_without_its_channel_layer: DaphneServer,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """Issue 14: the socket closes with 4503 (not an HTTP 500 to the handshake); the page says
+    so, in words, and opens a new socket after a pause, again and again."""
+    sockets: list[str] = []
+    page.on("websocket", lambda socket: sockets.append(socket.url))
+    sign_in(page, server_without_its_channel_layer, people["auditor"])
+    open_task(page, server_without_its_channel_layer, world["tasks"]["needs_review"])
+    badge = page.locator("#timeline-live")
+    expect(badge).to_have_text("live updates paused, retrying…")
+    expect(badge).to_have_attribute("data-state", "paused")
+    # The first socket, then two more after pauses of at most 2 s and 4 s.
+    deadline = time.monotonic() + 30
+    while len(sockets) < 3:
+        assert time.monotonic() < deadline, sockets
+        page.wait_for_timeout(250)
+    expect(badge).to_have_text("live updates paused, retrying…")

@@ -21,9 +21,15 @@ import pytest
 from cryptography.fernet import Fernet
 from django.conf import settings
 from django.db import connection
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+from websockets.typing import Origin
 
+from orbit_console.lib.live import CLOSE_UNAVAILABLE
 from tests.support import servers
+from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
+from tests.timeline.helpers import session_cookie
 
 BASE_DIR = Path(settings.BASE_DIR)
 DOCKER_COMPOSE = "/usr/bin/docker-compose"
@@ -120,6 +126,34 @@ def test_readiness_is_503_while_the_channel_layer_is_unreachable_I7(
     checks = not_ready_checks(broken_server)
     assert checks["database"] == "ok"
     assert checks["channel_layer"].startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    "broken_server",
+    [{"REDIS_URL": "redis://127.0.0.1:1/0"}],
+    ids=["redis-unreachable"],
+    indirect=True,
+)
+def test_sockets_close_with_live_updates_paused_while_the_channel_layer_is_down(
+    broken_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 14: no HTTP 500 to the handshake: the socket opens and closes at once with 4503,
+    which the page explains ("live updates paused, retrying") and retries after."""
+    task_id = world["tasks"]["needs_review"]
+    for path, person in (
+        (f"/ws/tasks/{task_id}/timeline", people["auditor"]),
+        ("/ws/approvals", people["supervisor"]),
+    ):
+        url = broken_server.url.replace("http://", "ws://", 1) + path
+        headers = {"Cookie": f"sessionid={session_cookie(person.user)}"}
+        with (
+            connect(
+                url, origin=Origin(broken_server.url), additional_headers=headers, proxy=None
+            ) as socket_,
+            pytest.raises(ConnectionClosed) as closed,
+        ):
+            socket_.recv(timeout=30)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == CLOSE_UNAVAILABLE, path
 
 
 @pytest.mark.parametrize(

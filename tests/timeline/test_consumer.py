@@ -20,8 +20,13 @@ from prometheus_client import REGISTRY
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from orbit_console.asgi import application
-from orbit_console.lib.live import CONSOLE_EVENT_MESSAGE, OPERATION_MESSAGE, task_group
-from orbit_console.timeline.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
+from orbit_console.lib.live import (
+    CLOSE_FORBIDDEN,
+    CLOSE_UNAUTHENTICATED,
+    CONSOLE_EVENT_MESSAGE,
+    OPERATION_MESSAGE,
+    task_group,
+)
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 from tests.timeline.helpers import (

@@ -68,17 +68,3 @@ def audit_keys(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     except ImproperlyConfigured as error:
         return [Error(str(error), id="orbit.E001")]
     return []
-
-
-@register(Tags.security)
-def audit_signing_keys(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    """The checkpoint keys, likewise (audit/signing.py)."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    from orbit_console.audit import signing
-
-    try:
-        signing.check()
-    except ImproperlyConfigured as error:
-        return [Error(str(error), id="orbit.E002")]
-    return []

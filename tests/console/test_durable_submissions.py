@@ -4,6 +4,7 @@ committed. Each ends, by a person's resend or by the reconciler, in exactly one 
 record and the original receipt; the stored request never changes."""
 
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -469,12 +470,17 @@ def test_the_reconciler_outlives_a_failing_pass_and_catches_up_by_itself(
     ).proposal
     Proposal.objects.filter(id=proposal.id).update(expires_at=timezone.now() - timedelta(seconds=1))
     log = tmp_path / "reconciler.log"
+    port, token = servers.free_port(), secrets.token_urlsafe(16)
+    health = f"http://127.0.0.1:{port}"
     with statements_refused("console_proposal", "UPDATE", "proposals unavailable (test)"):
         with log.open("w") as out:
             reconciler = subprocess.Popen(
-                [sys.executable, "manage.py", "reconcile", "--interval", "0.1"],
+                [
+                    *(sys.executable, "manage.py", "reconcile", "--interval", "0.1"),
+                    *("--health-port", str(port)),
+                ],
                 cwd=settings.BASE_DIR,
-                env=servers.child_env(ORBIT_EMBEDDED_API_URL=orbit_server.url),
+                env=servers.child_env(ORBIT_EMBEDDED_API_URL=orbit_server.url, METRICS_TOKEN=token),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -485,6 +491,11 @@ def test_the_reconciler_outlives_a_failing_pass_and_catches_up_by_itself(
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.1)
             assert "proposals unavailable (test)" in log.read_text()
+            # Its heartbeat: failed passes counted, none succeeded yet, not stalled yet.
+            assert loop_failures(health, token) >= 3
+            ready = httpx.get(f"{health}/health/ready", timeout=10)
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["last_success"] is None and ready.json()["last_error"]
         except BaseException:
             reconciler.kill()
             raise
@@ -494,10 +505,24 @@ def test_the_reconciler_outlives_a_failing_pass_and_catches_up_by_itself(
             assert reconciler.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
+        ready = httpx.get(f"{health}/health/ready", timeout=10)
+        assert ready.status_code == 200 and ready.json()["last_success"] is not None
+        assert httpx.get(f"{health}/metrics", timeout=10).status_code == 404  # no token
     finally:
         reconciler.send_signal(signal.SIGTERM)
         reconciler.wait(timeout=30)
     assert reconciler.returncode == 0, log.read_text()
+
+
+def loop_failures(health: str, token: str) -> float:
+    """``orbit_loop_failures_total{loop="reconciler"}`` from the reconciler's own /metrics."""
+    metrics = httpx.get(
+        f"{health}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+    assert metrics.status_code == 200, metrics.text
+    match = re.search(r'^orbit_loop_failures_total\{loop="reconciler"\} (\S+)$', metrics.text, re.M)
+    assert match is not None, metrics.text
+    return float(match.group(1))
 
 
 # --- (g) Truthful pages when the console's own database fails (issue 14) -----------------------

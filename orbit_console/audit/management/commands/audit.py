@@ -24,6 +24,7 @@ from orbit_console.audit import checkpoints, signing
 from orbit_console.audit.models import ChainVerification
 from orbit_console.audit.verify import verify
 from orbit_console.lib.rfc3339 import format_utc
+from orbit_console.ops.loops import Heartbeat, serve_health
 
 SHOWN_PROBLEMS = 20
 logger = logging.getLogger("orbit.audit")
@@ -46,6 +47,12 @@ class Command(BaseCommand):
             "ORBIT_AUDIT_CHECKPOINT_SECONDS, now "
             f"{settings.ORBIT_AUDIT_CHECKPOINT_SECONDS})",
         )
+        checkpoint.add_argument(
+            "--health-port",
+            type=int,
+            default=0,
+            help="with --every: answer /health/live, /health/ready and /metrics on this port",
+        )
         commands.add_parser("public-key", help="print the signing keys' public keys")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -57,7 +64,7 @@ class Command(BaseCommand):
         elif options["every"] is None:
             self._checkpoint(force=True)
         else:
-            self._periodically(options["every"])
+            self._periodically(options["every"], options["health_port"])
 
     def _verify(self) -> None:
         report = verify(checkpoints.read())
@@ -93,16 +100,22 @@ class Command(BaseCommand):
                 f"({moved} head(s) moved, signed with key {written.key_id})"
             )
 
-    def _periodically(self, seconds: float) -> None:
+    def _periodically(self, seconds: float, health_port: int) -> None:
+        heartbeat = Heartbeat("audit-checkpoint", stale_after=3 * seconds + 60)
+        if health_port:
+            serve_health(heartbeat, health_port)
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
         while not stop.is_set():
             try:
                 self._checkpoint(force=False)
-            except Exception:  # one round's fault (database, disk, folder): the next tries again
+            except Exception as error:  # one round's fault (database, disk, folder): try again
+                heartbeat.failed(error)
                 logger.exception("audit checkpoint: this round failed; again in %ss", seconds)
                 close_old_connections()
+            else:
+                heartbeat.beat()
             stop.wait(seconds)
 
 

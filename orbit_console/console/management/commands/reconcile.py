@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
 from orbit_console.console.reconciler import reconcile_once
+from orbit_console.ops.loops import Heartbeat, serve_health
 
 logger = logging.getLogger("orbit.console.reconciler")
 # After a failed pass the reconciler waits longer each time, never more than this: it is back
@@ -25,11 +26,23 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="one pass, then exit")
         parser.add_argument("--interval", type=float, default=2.0, help="seconds between passes")
+        parser.add_argument(
+            "--health-port",
+            type=int,
+            default=0,
+            help="answer /health/live, /health/ready and /metrics on this port (ops/loops.py)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        asyncio.run(self._run(once=options["once"], interval=options["interval"]))
+        interval = options["interval"]
+        # Stalled: no pass has succeeded for longer than the longest pause after failures
+        # allows, with room for two passes.
+        heartbeat = Heartbeat("reconciler", stale_after=MAX_BACKOFF + 3 * interval)
+        if options["health_port"]:
+            serve_health(heartbeat, options["health_port"])
+        asyncio.run(self._run(once=options["once"], interval=interval, heartbeat=heartbeat))
 
-    async def _run(self, *, once: bool, interval: float) -> None:
+    async def _run(self, *, once: bool, interval: float, heartbeat: Heartbeat) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -38,7 +51,8 @@ class Command(BaseCommand):
         while True:
             try:
                 sent = await reconcile_once()
-            except Exception:
+            except Exception as error:
+                heartbeat.failed(error)
                 # A fault of this pass (the database away, a lost connection): log it, wait a
                 # little longer each time (at most MAX_BACKOFF), and go on. Nothing is lost:
                 # what was due stays due.
@@ -49,6 +63,7 @@ class Command(BaseCommand):
                 if once:
                     raise
             else:
+                heartbeat.beat()
                 failures, pause = 0, interval
                 if sent:
                     self.stderr.write(f"reconciler: sent {sent} submission(s) again")

@@ -113,11 +113,10 @@ def write(*, force: bool = True) -> Checkpoint | None:
         newest = _newest(target)
         taken_at = timezone.now()
         since = newest.taken_at - WINDOW_SLACK if newest else None
-        already = (
-            {(key, head) for key, heads in newest.heads.items() for head in heads}
-            if (newest)
-            else set()
-        )
+        # What the newest checkpoint signed need not be signed again (the window overlaps it).
+        already: set[tuple[str, Head]] = set()
+        if newest is not None:
+            already = {(key, head) for key, signed in newest.heads.items() for head in signed}
         heads: dict[str, list[Head]] = {}
         for family in families():
             moved = sorted(h for h in family.heads(since) if (family.key, h) not in already)

@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django (static files and the liveness probe at the edge,
-``ops/edge.py``), WebSockets through Channels with session authentication and an Origin check.
+``ops/edge.py``), WebSockets through Channels with session authentication and an Origin
+check, closed as "paused" rather than failed while the database is away (``ops/sockets.py``).
 
 ``daphne orbit_console.asgi:application`` serves both.
 """
@@ -19,6 +20,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from orbit_console.ops.edge import Edge  # noqa: E402
+from orbit_console.ops.sockets import OutageGuard  # noqa: E402
 from orbit_console.routing import websocket_urlpatterns  # noqa: E402
 
 # Everything loaded so far lives as long as the process: keep it out of the collector's full
@@ -29,7 +31,7 @@ application = ProtocolTypeRouter(
     {
         "http": Edge(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            OutageGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

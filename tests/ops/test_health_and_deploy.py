@@ -216,6 +216,32 @@ def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_b
     ids=["sqlite-missing-directory"],
     indirect=True,
 )
+def test_sockets_close_with_live_updates_paused_while_the_database_is_unreachable(
+    broken_server: DaphneServer, world: dict[str, Any]
+) -> None:
+    """Issue 14: the session cannot be read, so the handshake used to fail with an HTTP 500;
+    now the socket opens and closes at once with 4503, as while Redis is down."""
+    url = broken_server.url.replace("http://", "ws://", 1)
+    for path in (f"/ws/tasks/{world['tasks']['needs_review']}/timeline", "/ws/approvals"):
+        with (
+            connect(
+                url + path,
+                origin=Origin(broken_server.url),
+                additional_headers={"Cookie": "sessionid=a-session-the-database-would-know"},
+                proxy=None,
+            ) as socket_,
+            pytest.raises(ConnectionClosed) as closed,
+        ):
+            socket_.recv(timeout=30)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == CLOSE_UNAVAILABLE, path
+
+
+@pytest.mark.parametrize(
+    "broken_server",
+    [{"DATABASE_URL": "sqlite:////nonexistent-dir/orbit.sqlite3"}],
+    ids=["sqlite-missing-directory"],
+    indirect=True,
+)
 def test_a_console_page_answers_a_styled_503_while_the_database_is_unreachable(
     broken_server: DaphneServer,
 ) -> None:

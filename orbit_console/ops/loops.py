@@ -9,7 +9,6 @@ stalled, which a restart may fix) and ``/metrics`` (the same bearer-token rule a
 process.
 """
 
-import hmac
 import json
 import threading
 import time
@@ -17,8 +16,9 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from django.conf import settings
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
+
+from orbit_console.ops.metrics import bears_metrics_token
 
 LAST_SUCCESS = Gauge(
     "orbit_loop_last_success_timestamp_seconds",
@@ -77,19 +77,12 @@ def serve_health(heartbeat: Heartbeat, port: int, host: str = "0.0.0.0") -> Thre
             elif self.path == "/health/ready":
                 ready, body = heartbeat.state()
                 self._json(200 if ready else 503, body)
-            elif self.path == "/metrics" and self._bears_the_metrics_token():
+            elif self.path == "/metrics" and bears_metrics_token(
+                self.headers.get("Authorization", "")
+            ):
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY))
             else:
                 self._json(404, {"status": "not found"})
-
-        def _bears_the_metrics_token(self) -> bool:
-            token = settings.METRICS_TOKEN
-            scheme, _, presented = self.headers.get("Authorization", "").partition(" ")
-            return (
-                bool(token)
-                and scheme.lower() == "bearer"
-                and hmac.compare_digest(presented.encode(), token.encode())
-            )
 
         def _json(self, status: int, body: dict[str, Any]) -> None:
             self._send(status, "application/json", json.dumps(body).encode())

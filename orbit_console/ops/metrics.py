@@ -49,14 +49,19 @@ PUBLISH_FAILURES = Counter(
 )
 
 
-async def metrics(request: HttpRequest) -> HttpResponse:
+def bears_metrics_token(authorization: str) -> bool:
+    """Whether an ``Authorization`` header bears ``METRICS_TOKEN`` (never, while it is unset)."""
     token = settings.METRICS_TOKEN
-    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-    if (
-        not token
-        or scheme.lower() != "bearer"
-        or not hmac.compare_digest(presented.encode(), token.encode())
-    ):
+    scheme, _, presented = authorization.partition(" ")
+    return (
+        bool(token)
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(presented.encode(), token.encode())
+    )
+
+
+async def metrics(request: HttpRequest) -> HttpResponse:
+    if not bears_metrics_token(request.headers.get("Authorization", "")):
         raise Http404
     body = await sync_to_async(generate_latest)(REGISTRY)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -15,6 +15,7 @@ from django.utils.module_loading import import_string
 from orbit_console.lib.ids import new_request_id
 from orbit_console.ops.context import current_request_id
 from orbit_console.ops.metrics import REQUEST_LATENCY
+from orbit_console.ops.views import fault_page, own_error_page
 
 access_logger = logging.getLogger("orbit.access")
 logger = logging.getLogger("orbit.ops")
@@ -223,8 +224,6 @@ class OutageMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        from orbit_console.ops.views import fault_page, own_error_page
-
         if isinstance(exception, OUTAGES) and own_error_page(request) is None:
             logger.error("database unavailable", exc_info=exception)
             return fault_page(request, 503)

@@ -3,14 +3,11 @@ and the channel layer; ``check --deploy`` is clean with the production environme
 to start without its secrets; the compose file is valid; the image runs as a non-root user on
 locked dependencies."""
 
-import contextlib
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
-import threading
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +26,7 @@ from orbit_console.lib.live import CLOSE_UNAVAILABLE
 from tests.support import servers
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
+from tests.support.silent import silent_server
 from tests.timeline.helpers import session_cookie
 
 BASE_DIR = Path(settings.BASE_DIR)
@@ -144,16 +142,19 @@ def test_sockets_close_with_live_updates_paused_while_the_channel_layer_is_down(
         (f"/ws/tasks/{task_id}/timeline", people["auditor"]),
         ("/ws/approvals", people["supervisor"]),
     ):
-        url = broken_server.url.replace("http://", "ws://", 1) + path
-        headers = {"Cookie": f"sessionid={session_cookie(person.user)}"}
-        with (
-            connect(
-                url, origin=Origin(broken_server.url), additional_headers=headers, proxy=None
-            ) as socket_,
-            pytest.raises(ConnectionClosed) as closed,
-        ):
-            socket_.recv(timeout=30)
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == CLOSE_UNAVAILABLE, path
+        assert close_code(broken_server, path, session_cookie(person.user)) == CLOSE_UNAVAILABLE
+
+
+def close_code(server: DaphneServer, path: str, session: str) -> int | None:
+    """The code the server closes a socket of ``path`` with, right after accepting it."""
+    url = server.url.replace("http://", "ws://", 1) + path
+    headers = {"Cookie": f"sessionid={session}"}
+    with (
+        connect(url, origin=Origin(server.url), additional_headers=headers, proxy=None) as socket_,
+        pytest.raises(ConnectionClosed) as closed,
+    ):
+        socket_.recv(timeout=30)
+    return closed.value.rcvd.code if closed.value.rcvd is not None else None
 
 
 @pytest.mark.parametrize(
@@ -180,20 +181,11 @@ def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_b
     """Issue 14: a silent database held requests for over 70 s. Connecting now gives up after
     ``DATABASE_CONNECT_TIMEOUT_SECONDS`` with an error."""
     pytest.importorskip("MySQLdb", reason="the MySQL driver is the opt-in extra 'mysql'")
-    silent = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def accept_and_say_nothing() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                held.append(silent.accept()[0])
-
-    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
-    port = silent.getsockname()[1]
-    env = servers.child_env(
-        DATABASE_URL=f"mysql://orbit@127.0.0.1:{port}/orbit", DATABASE_CONNECT_TIMEOUT_SECONDS="1"
-    )
-    try:
+    with silent_server() as silent:
+        env = servers.child_env(
+            DATABASE_URL=f"mysql://orbit@127.0.0.1:{silent.port}/orbit",
+            DATABASE_CONNECT_TIMEOUT_SECONDS="1",
+        )
         done = servers.run_manage(
             "shell",
             "-c",
@@ -201,11 +193,7 @@ def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_b
             env=env,
             timeout=60,  # without the timeout the child waits for ever and this fails
         )
-    finally:
-        silent.close()
-        for held_connection in held:
-            held_connection.close()
-    assert held, "the driver never reached the silent server"
+        assert silent.held, "the driver never reached the silent server"
     assert done.returncode != 0
     assert "OperationalError" in done.stderr and "Lost connection" in done.stderr, done.stderr
 
@@ -221,19 +209,9 @@ def test_sockets_close_with_live_updates_paused_while_the_database_is_unreachabl
 ) -> None:
     """Issue 14: the session cannot be read, so the handshake used to fail with an HTTP 500;
     now the socket opens and closes at once with 4503, as while Redis is down."""
-    url = broken_server.url.replace("http://", "ws://", 1)
+    session = "a-session-the-database-would-know"
     for path in (f"/ws/tasks/{world['tasks']['needs_review']}/timeline", "/ws/approvals"):
-        with (
-            connect(
-                url + path,
-                origin=Origin(broken_server.url),
-                additional_headers={"Cookie": "sessionid=a-session-the-database-would-know"},
-                proxy=None,
-            ) as socket_,
-            pytest.raises(ConnectionClosed) as closed,
-        ):
-            socket_.recv(timeout=30)
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == CLOSE_UNAVAILABLE, path
+        assert close_code(broken_server, path, session) == CLOSE_UNAVAILABLE, path
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,8 @@ and an outcome-unknown submission made through the console (C9), and a live time
 The endpoint exists only for a request bearing ``METRICS_TOKEN``; the reverse proxy never
 routes it."""
 
-import contextlib
 import re
 import secrets
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -43,6 +40,7 @@ from tests.ops.helpers import scrape, self_proxied_server, value, values
 from tests.support.people import TestPerson
 from tests.support.proxy import FaultyProxy
 from tests.support.servers import DaphneServer, free_port
+from tests.support.silent import silent_server
 
 METRICS_TOKEN = secrets.token_urlsafe(24)
 EVENTUALLY_SECONDS = 30  # two cores and other suites at once; never a timing assertion
@@ -306,40 +304,24 @@ def test_a_publish_to_a_hung_channel_layer_gives_up_within_its_timeout() -> None
     """Issue 14: a Redis that accepts connections and never answers (as when it is paused)
     held the request that published for as long as it hung. Now the publish gives up after
     ``ORBIT_PUBLISH_TIMEOUT`` and is counted; the write goes on."""
-    silent = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def accept_and_say_nothing() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                held.append(silent.accept()[0])
-
-    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
-    hung = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # As production configures it: no client-side read timeout (settings.py).
-            "CONFIG": {
-                "hosts": [
-                    {
-                        "address": f"redis://127.0.0.1:{silent.getsockname()[1]}/0",
-                        "socket_timeout": None,
-                    }
-                ]
-            },
-        }
-    }
     before = publish_failures()
-    try:
+    with silent_server() as silent:
+        hung = {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                # As production configures it: no client-side read timeout (settings.py).
+                "CONFIG": {
+                    "hosts": [
+                        {"address": f"redis://127.0.0.1:{silent.port}/0", "socket_timeout": None}
+                    ]
+                },
+            }
+        }
         with override_settings(CHANNEL_LAYERS=hung, ORBIT_PUBLISH_TIMEOUT=0.3):
             started = time.monotonic()
             assert publish(task_group(new_id()), {"type": "console.event", "event": {}}) is False
             waited = time.monotonic() - started
-    finally:
-        silent.close()
-        for connection_ in held:
-            connection_.close()
-    assert held, "the client never reached the silent server"
+        assert silent.held, "the client never reached the silent server"
     assert waited < 2, f"the publish hung for {waited:.1f} s"  # without the timeout: forever
     assert publish_failures() == before + 1
 

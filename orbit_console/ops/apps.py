@@ -7,4 +7,9 @@ class OpsConfig(AppConfig):
     verbose_name = "Operations: health, request ids, logs, metrics"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
         from orbit_console.ops import checks  # noqa: F401 -- registers the deploy checks
+        from orbit_console.ops.database import watch_privileges
+
+        connection_created.connect(watch_privileges, dispatch_uid="orbit.watch_privileges")

@@ -59,7 +59,6 @@ class Command(BaseCommand):
                 failures += 1
                 pause = min(interval * 2**failures, MAX_BACKOFF)
                 logger.exception("reconciler: a pass failed; next in %.0fs", pause)
-                await sync_to_async(close_old_connections)()
                 if once:
                     raise
             else:
@@ -69,6 +68,9 @@ class Command(BaseCommand):
                     self.stderr.write(f"reconciler: sent {sent} submission(s) again")
                 if once:
                     return
+            # As at the end of a request: a connection that failed, or is due to retire (a
+            # privilege error, ops/database.py), is closed; the next pass opens a fresh one.
+            await sync_to_async(close_old_connections)()
             try:
                 await asyncio.wait_for(stop.wait(), timeout=pause)
             except TimeoutError:

@@ -2,6 +2,7 @@
 console user`` (people, roles, credentials) and ``manage.py demo`` (the README's first
 command, on a fresh SQLite database)."""
 
+import json
 import re
 import signal
 import subprocess
@@ -199,3 +200,47 @@ def assert_port_closed(port: int) -> None:
     except httpx.TransportError:
         return
     raise AssertionError(f"something still answers on port {port}")
+
+
+def test_the_documented_console_user_commands_work_as_written_against_the_demo(
+    tmp_path: Path,
+) -> None:
+    """Issue 15: ``console user sup2 --role supervisor``, as docs/console.md writes it, failed
+    against the demo ("pass --namespace"): the demo's ledger has several namespaces. Without
+    ``--namespace`` the credential is now minted where the console's people work (the demo's
+    namespace, said on stderr); ``--namespace`` takes a name as well as an id; with nothing to
+    go by, the error lists the namespaces."""
+    env = child_env(DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}")
+    env.pop("REDIS_URL", None)
+    prepared = run_manage("demo", "--no-serve", env=env, timeout=180)
+    assert prepared.returncode == 0, prepared.stderr
+
+    supervisor = run_manage("console", "user", "sup2", "--role", "supervisor", env=env)
+    assert supervisor.returncode == 0, supervisor.stderr
+    assert "in namespace 'Orbit demo namespace'" in supervisor.stderr, supervisor.stderr
+    by_name = run_manage(
+        "console",
+        "user",
+        "aud2",
+        "--role",
+        "auditor",
+        "--namespace",
+        "Orbit demo namespace",
+        env=env,
+    )
+    assert by_name.returncode == 0, by_name.stderr
+    unknown = run_manage(
+        "console", "user", "op2", "--role", "operator", "--namespace", "no such", env=env
+    )
+    assert unknown.returncode != 0 and "no namespace 'no such'" in unknown.stderr
+
+    listed = run_manage(
+        "shell",
+        "-c",
+        "import json; from orbit_console.console.models import OrbitCredential as C; "
+        "print(json.dumps({c.user.username: c.namespace_id for c in C.objects.all()}))",
+        env=env,
+    )
+    assert listed.returncode == 0, listed.stderr
+    held = json.loads(listed.stdout.strip().splitlines()[-1])
+    assert held["sup2"] == held["aud2"] == held["operator"], held

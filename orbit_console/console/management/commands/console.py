@@ -2,7 +2,7 @@
 
 console user NAME --role operator [--role supervisor ...]
              [--password-file PATH]            (else a new person gets a printed password)
-             [--namespace ID ...]              (embedded API: where to mint credentials)
+             [--namespace ID|NAME ...]         (embedded API: where to mint credentials)
              [--token-file PATH]               (a token issued by Orbit: checked, then stored)
              [--drop-namespace ID ...]         (take away the credential held there)
 
@@ -27,6 +27,7 @@ from orbit_console.console.credentials import (
     person_roles_set,
     store_external_token,
 )
+from orbit_console.console.models import OrbitCredential
 from orbit_console.console.people import ROLES
 
 
@@ -103,19 +104,37 @@ class Command(BaseCommand):
         )
 
     def _namespaces(self, wanted: list[str], dropped: list[str]) -> list[str]:
-        """The namespaces to mint credentials in: those named, else the embedded ledger's only
-        one (unless the command only takes credentials away)."""
+        """The namespaces to mint credentials in: those named (by id or by name); else the
+        embedded ledger's only one, or the one the console's people already work in (the demo's);
+        none if the command only takes credentials away."""
         from orbit_console.ledger.models import Namespace
 
         if wanted:
-            known = set(Namespace.objects.filter(id__in=wanted).values_list("id", flat=True))
-            for namespace_id in wanted:
-                if namespace_id not in known:
-                    raise CommandError(f"no namespace {namespace_id} in the embedded ledger")
-            return list(dict.fromkeys(wanted))
+            return list(dict.fromkeys(self._namespace(named) for named in wanted))
         if dropped:
             return []
-        ids = list(Namespace.objects.values_list("id", flat=True)[:2])
-        if len(ids) != 1:
-            raise CommandError("pass --namespace: the embedded ledger has none or several")
-        return ids
+        namespaces = list(Namespace.objects.order_by("created_at").values_list("id", "name"))
+        if len(namespaces) == 1:
+            return [namespaces[0][0]]
+        worked_in = set(OrbitCredential.objects.values_list("namespace_id", flat=True))
+        chosen = [(id_, name) for id_, name in namespaces if id_ in worked_in]
+        if len(chosen) == 1:
+            self.stderr.write(
+                f"in namespace {chosen[0][1]!r} ({chosen[0][0]}), the one the console's people "
+                "hold credentials in; pass --namespace for another"
+            )
+            return [chosen[0][0]]
+        listing = "; ".join(f"{name!r} ({id_})" for id_, name in namespaces) or "none"
+        raise CommandError(f"pass --namespace (an id or a name) of the embedded ledger: {listing}")
+
+    def _namespace(self, named: str) -> str:
+        from orbit_console.ledger.models import Namespace
+
+        found = list(Namespace.objects.filter(id=named).values_list("id", flat=True)) or list(
+            Namespace.objects.filter(name=named).values_list("id", flat=True)[:2]
+        )
+        if not found:
+            raise CommandError(f"no namespace {named!r} in the embedded ledger")
+        if len(found) > 1:
+            raise CommandError(f"several namespaces are named {named!r}: pass its id")
+        return found[0]

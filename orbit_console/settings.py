@@ -125,12 +125,16 @@ _database = dj_database_url.parse(
 if _database["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     # IMMEDIATE transactions make writers queue for the lock at BEGIN instead of failing
-    # with "database is locked" when a read lock is upgraded; WAL lets readers go on.
+    # with "database is locked" when a read lock is upgraded; WAL lets readers go on. A writer
+    # waits at most the busy timeout for the lock, then fails (a 503 page) rather than hold
+    # its request (issue 14).
+    _busy_timeout = env_int("DATABASE_BUSY_TIMEOUT_SECONDS", 5, minimum=1)
     _database["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
+        "timeout": _busy_timeout,
         "init_command": (
-            "PRAGMA journal_mode=WAL; PRAGMA busy_timeout=20000; PRAGMA synchronous=NORMAL;"
+            f"PRAGMA journal_mode=WAL; PRAGMA busy_timeout={_busy_timeout * 1000}; "
+            "PRAGMA synchronous=NORMAL;"
         ),
     }
     # A file, not memory, so that the servers the tests start share the test database; named
@@ -333,9 +337,10 @@ CONSOLE_ROLE_PERMISSIONS = {
     "auditor": ["tasks:read", "tasks:audit:read"],
 }
 # Durable submissions: how long the console keeps resending an unknown outcome (well inside
-# the API's idempotency retention), and the reconciler's bounded backoff.
+# the API's idempotency retention), and the reconciler's bounded backoff: its cap bounds how
+# long a decision waits after the API is back (issue 14).
 CONSOLE_RECONCILE_DEADLINE_HOURS = env_int("CONSOLE_RECONCILE_DEADLINE_HOURS", 24, minimum=1)
-CONSOLE_RECONCILE_BACKOFF_SECONDS = (2, 300)
+CONSOLE_RECONCILE_BACKOFF_SECONDS = (2, 30)
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
 
 # --- The live timeline ----------------------------------------------------------------------

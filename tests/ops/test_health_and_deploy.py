@@ -6,6 +6,7 @@ locked dependencies."""
 import os
 import re
 import secrets
+import sqlite3
 import subprocess
 import sys
 import tomllib
@@ -196,6 +197,48 @@ def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_b
         assert silent.held, "the driver never reached the silent server"
     assert done.returncode != 0
     assert "OperationalError" in done.stderr and "Lost connection" in done.stderr, done.stderr
+
+
+WRITE_AND_TIME_IT = """
+import time
+from django.db import connection, transaction
+began = time.monotonic()
+try:
+    with transaction.atomic():
+        connection.cursor().execute("INSERT INTO t VALUES (1)")
+finally:
+    print(round(time.monotonic() - began, 1))
+"""
+
+
+def test_an_sqlite_writer_gives_up_on_a_held_lock_after_the_busy_timeout(
+    tmp_path: Path,
+) -> None:
+    """Issue 14: a 30 s write lock on SQLite held a request for 20 s before its error. A writer
+    now waits ``DATABASE_BUSY_TIMEOUT_SECONDS`` (default 5) and fails with "database is
+    locked". The child runs with the default; the lock is held far longer."""
+    path = tmp_path / "locked.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")  # as the console's databases are
+    holder.execute("CREATE TABLE t (x INTEGER)")
+    holder.execute("BEGIN IMMEDIATE")  # the write lock, held until the end of the test
+    try:
+        env = servers.child_env(DATABASE_URL=f"sqlite:///{path}")
+        env.pop("DATABASE_BUSY_TIMEOUT_SECONDS", None)
+        done = servers.run_manage(
+            "shell",
+            "-c",
+            WRITE_AND_TIME_IT,
+            env=env,
+            timeout=60,
+        )
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert done.returncode != 0
+    assert "database is locked" in done.stderr, done.stderr
+    waited = float(done.stdout.strip().splitlines()[-1])
+    assert 4 <= waited < 20, waited  # the default of 5 s, not the old 20
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,9 @@ pyproject's ``addopts``, ahead of pytest-django).
 - Most suites exercise direct submission (issue 3's flows), so the four-eyes policy is off by
   default in tests; tests/approvals start servers with the production default (approval
   required) and override the settings they need.
+- On SQLite, the test process and the several servers it starts write to one file, under CI's
+  load: writers may wait for its lock up to 20 s (the default is 5, tested in
+  tests/ops/test_health_and_deploy.py).
 - Audit checkpoints describe one database: each run's test database gets a folder of its own,
   so that checkpoints of an earlier run (or of the demo) never meet this run's tables.
 """
@@ -16,5 +19,6 @@ import tempfile
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 os.environ.setdefault("CONSOLE_REVIEW_APPROVAL", "off")
 os.environ.setdefault("CONSOLE_RETRY_APPROVAL", "off")
+os.environ.setdefault("DATABASE_BUSY_TIMEOUT_SECONDS", "20")
 if "ORBIT_AUDIT_CHECKPOINT_DIR" not in os.environ:
     os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = tempfile.mkdtemp(prefix="orbit-test-checkpoints-")

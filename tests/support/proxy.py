@@ -125,7 +125,9 @@ class FaultyProxy:
             threading.Thread(target=self._handle, args=(client,), daemon=True).start()
 
     def _handle(self, client: socket.socket) -> None:
-        with client:
+        # The API (or the console) may be gone — killed by a fault — at any point: the
+        # connection then just ends, as it would without the proxy.
+        with client, contextlib.suppress(OSError):
             with self._lock:
                 mode = self.mode
             if mode == "down":

@@ -22,5 +22,6 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
 ]
 
+handler403 = "orbit_console.ops.views.permission_denied"
 handler404 = "orbit_console.ops.views.page_not_found"
 handler500 = "orbit_console.ops.views.server_error"

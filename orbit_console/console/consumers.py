@@ -77,5 +77,6 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         except OutcomeUnknown:
             return  # fail closed: the page's next load shows it, once the API answers
         with translation.override(self.language), timezone.override(self.zone):
-            html = render_to_string("console/partials/proposal_push.html", {"proposal": proposal})
+            context = {"proposal": proposal, "viewer_id": self.user.pk}
+            html = render_to_string("console/partials/proposal_push.html", context)
         await self.send(text_data=html)

@@ -64,15 +64,32 @@ def _rule(check: Any, value: str) -> str:
         raise forms.ValidationError(str(exc)) from None
 
 
+class UncutText(forms.CharField):
+    """Text that is never cut: no ``maxlength`` attribute (a browser silently truncates a paste
+    to it), a live counter of what is left or too much instead (``data-max-chars``, console.js),
+    and the server's refusal, with the count, of what is too long."""
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        attrs = super().widget_attrs(widget)
+        attrs.pop("maxlength", None)
+        if self.max_length is not None:
+            attrs["data-max-chars"] = str(self.max_length)
+            attrs["data-counter-left"] = _("{count} of {max} characters")
+            attrs["data-counter-over"] = _(
+                "{over} characters too many: nothing was cut, shorten the text to {max}"
+            )
+        return attrs
+
+
 class ReasonEvidenceMixin(forms.Form):
-    reason = forms.CharField(
+    reason = UncutText(
         label=_("Reason"),
         widget=forms.Textarea(attrs={"rows": 3}),
         strip=False,
         max_length=MAX_REASON_CHARS,
         help_text=_("Why this decision is right: 1 to 1024 characters, not blank."),
     )
-    evidence_ref = forms.CharField(
+    evidence_ref = UncutText(
         label=_("Evidence reference"),
         strip=False,
         max_length=MAX_EVIDENCE_REF_CHARS,
@@ -290,24 +307,35 @@ class RetryConfirmForm(forms.Form):
 class ExplorerFilters(forms.Form):
     """The audit explorer's filters. Times are in the person's time zone."""
 
-    person = forms.CharField(label=_("Person"), required=False, max_length=150)
+    person = forms.CharField(
+        label=_("Person"),
+        required=False,
+        max_length=150,
+        help_text=_("A user name or its first letters."),
+    )
     kind = forms.ChoiceField(label=_("Action"), required=False)
     outcome = forms.ChoiceField(
         label=_("Outcome"),
         required=False,
         choices=[("", _("Any")), *list(SubmissionState.choices)],
     )
+    # Ids or their first characters (the 8 the pages show are enough): explorer.ambiguous
+    # refuses a start shared by several.
     task_id = forms.RegexField(
         label=_("Task id"),
         required=False,
-        regex=r"^[0-9a-f]{32}$",
-        error_messages={"invalid": _("A task id is 32 lowercase hexadecimal characters.")},
+        regex=r"^[0-9a-f]{1,32}$",
+        error_messages={
+            "invalid": _("A task id, or its first characters: lowercase hexadecimal (0-9, a-f).")
+        },
     )
     queue_id = forms.RegexField(
         label=_("Queue id"),
         required=False,
-        regex=r"^[0-9a-f]{32}$",
-        error_messages={"invalid": _("A queue id is 32 lowercase hexadecimal characters.")},
+        regex=r"^[0-9a-f]{1,32}$",
+        error_messages={
+            "invalid": _("A queue id, or its first characters: lowercase hexadecimal (0-9, a-f).")
+        },
     )
     since = forms.DateTimeField(
         label=_("From"),

@@ -3,6 +3,10 @@
 The console never stores tasks: the recovery API is the source of truth for them.
 """
 
+import json
+from functools import cached_property
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -101,6 +105,9 @@ class Proposal(models.Model):
     action = models.CharField(max_length=8, choices=SubmissionAction.choices)
     task_id = models.CharField(max_length=64, db_index=True)
     queue_id = models.CharField(max_length=64, blank=True)
+    # What the supervisor decides on, shown in the approvals queue: the task's handler when
+    # the decision was made (the body holds the outcome and the reason).
+    handler = models.CharField(max_length=512, blank=True, default="")
     # The task's namespace, as the API showed it when the decision was made (before the
     # console kept that: the proposer's, when it minted their credential). Supervisors' queues
     # show the proposals of their own namespace, then only those their credential can read.
@@ -134,6 +141,12 @@ class Proposal(models.Model):
     @property
     def is_pending(self) -> bool:
         return self.state == ProposalState.PENDING
+
+    @cached_property
+    def request(self) -> dict[str, Any]:
+        """The body that will be sent, read (outcome, reason...) for people to see."""
+        body: dict[str, Any] = json.loads(self.body)
+        return body
 
 
 class Approval(models.Model):

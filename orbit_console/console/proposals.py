@@ -66,6 +66,7 @@ def proposal_create(
     proposed_by: User,
     queue_id: str = "",
     namespace_id: str | None = None,
+    handler: str = "",
 ) -> Proposed:
     """Store a proposal: request body, pinned revision and idempotency key, fixed from now on.
     One live proposal per task revision: a second one returns the first (``created=False``).
@@ -77,6 +78,7 @@ def proposal_create(
         "task_id": task_id,
         "queue_id": queue_id,
         "namespace_id": namespace_id,
+        "handler": handler,
         "expected_revision": expected_revision,
         "body": body,
         "proposed_by": proposed_by,

@@ -20,7 +20,30 @@
     document.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
       select.addEventListener("change", function () { select.form.submit(); });
     });
+    document.querySelectorAll("[data-max-chars]").forEach(countCharacters);
   });
+
+  // A live counter under a field with a length limit (forms.UncutText): what is left, or how
+  // much is too much. Nothing is cut; the server refuses an overlong text with the count.
+  function countCharacters(field) {
+    var max = parseInt(field.dataset.maxChars, 10);
+    var counter = document.createElement("p");
+    counter.className = "counter";
+    counter.id = field.id + "_counter";
+    counter.setAttribute("aria-live", "polite");
+    field.insertAdjacentElement("afterend", counter);
+    var described = (field.getAttribute("aria-describedby") || "").split(" ").filter(Boolean);
+    field.setAttribute("aria-describedby", described.concat(counter.id).join(" "));
+    function update() {
+      var count = Array.from(field.value).length; // code points, as the server counts
+      var over = count - max;
+      var text = over > 0 ? field.dataset.counterOver : field.dataset.counterLeft;
+      counter.textContent = text.replace("{count}", count).replace("{over}", over).replace("{max}", max);
+      counter.classList.toggle("over", over > 0);
+    }
+    field.addEventListener("input", update);
+    update();
+  }
 
   // A form that sends a decision is sent once: a double click must not post twice. The server
   // also refuses a second decision for the same task revision; this only spares the round trip.

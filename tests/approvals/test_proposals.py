@@ -166,6 +166,32 @@ def test_the_approvals_queue_lists_pending_proposals_for_supervisors_only(
         assert consoles[role].get("/approvals").status_code == 403
 
 
+def test_the_approvals_queue_shows_what_is_decided_on_and_marks_a_supervisors_own(
+    consoles: dict[str, Console], world: dict[str, Any]
+) -> None:
+    """Issue 15: the queue showed no outcome, handler or reason. Each row now shows what the
+    supervisor decides on, and a supervisor's own proposal says that another must approve it."""
+    reason = "The <b>bucket</b> audit shows no write"
+    operators, _ = propose_review(
+        consoles["operator"], world["tasks"]["needs_review"], outcome="SUCCEEDED", reason=reason
+    )
+    own, _ = propose_review(consoles["supervisor"], world["tasks"]["needs_review_2"])
+
+    rows = element(
+        consoles["supervisor"].get("/approvals").text, r'<tbody id="proposal-rows">.*?</tbody>'
+    )
+    operators_row = element(rows, rf'<tr id="proposal-{operators}".*?</tr>')
+    assert "SUCCEEDED" in text_of(operators_row)
+    assert "object.prepare" in text_of(operators_row)
+    assert reason in text_of(operators_row) and "<b>bucket</b>" not in operators_row  # escaped
+    assert "yours" not in text_of(operators_row)
+    own_row = element(rows, rf'<tr id="proposal-{own}".*?</tr>')
+    assert "yours: another supervisor approves it" in text_of(own_row)
+    # Another supervisor sees it as anyone's.
+    others = consoles["supervisor_2"].get("/approvals").text
+    assert "yours" not in text_of(element(others, rf'<tr id="proposal-{own}".*?</tr>'))
+
+
 def test_proposing_the_same_task_revision_twice_yields_one_proposal(
     consoles: dict[str, Console], world: dict[str, Any]
 ) -> None:
@@ -184,8 +210,15 @@ def test_proposing_the_same_task_revision_twice_yields_one_proposal(
     assert first.headers["location"] == second.headers["location"] == third.headers["location"]
     [proposal] = Proposal.objects.filter(task_id=task_id)
     assert json.loads(proposal.body)["outcome"] == "FAILED"  # the first one stands
-    page = operator.get(second.headers["location"])
+    # The same decision again: a note. A different one: set aside in plain words, beside the
+    # one that stands (issue 15).
+    page = consoles["operator_2"].get(third.headers["location"])
     assert "had already been proposed" in messages_of(page.text)
+    assert 'id="set-aside"' not in page.text
+    page = operator.get(second.headers["location"])
+    assert "Your decision was not sent" in text_of(page.text)
+    mine = json.loads(pre_text(page.text, r'<pre id="set-aside-mine">.*?</pre>'))
+    assert mine["outcome"] == "SUCCEEDED"
 
 
 # --- Approving ----------------------------------------------------------------------------------
@@ -246,6 +279,12 @@ def test_approval_sends_the_stored_request_with_the_supervisors_credential_AU6_C
     assert record["actor_id"] == actor_id_of(crew["supervisor"])
     assert record["actor_id"] != actor_id_of(crew["operator"])
     assert task_state(approvals_api, world, task_id) == ("FAILED", "4")
+
+    # Issue 15: the proposal's page does not warn that the task moved: it moved because of it.
+    for person in ("operator", "supervisor"):
+        page = consoles[person].get(f"/proposals/{proposal_id}")
+        assert 'id="proposal-drift"' not in page.text
+        assert "has moved" not in text_of(page.text)
 
     # Every step is a console event naming its actor; the proposal's history names both people.
     operator_name, supervisor_name = crew["operator"].username, crew["supervisor"].username

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import re
+import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from html import unescape
@@ -228,6 +229,32 @@ def test_explorer_filters_by_task_and_queue(
     assert both == newest_first(task_id=world["tasks"]["needs_review_2"])
 
 
+def test_explorer_finds_by_the_start_of_an_id_or_a_name_and_refuses_a_shared_start(
+    auditor: Console, crew: dict[str, TestPerson], world: dict[str, Any]
+) -> None:
+    """Issue 15: the 8 characters every page shows found nothing in the task filter. An id's
+    start finds it; a start that several ids share is refused, naming them; a person is found
+    by the first letters of their name, in any case."""
+    operator, other = crew["operator"], crew["operator_2"]
+    shared = secrets.token_hex(4)
+    first = store(operator, shared + "1" + secrets.token_hex(12)[:23], queue_id=world["queue_id"])
+    second = store(other, shared + "2" + secrets.token_hex(12)[:23], queue_id=world["queue_id"])
+
+    assert shown(auditor, task_id=first.task_id[:9]) == newest_first(task_id=first.task_id)
+    assert shown(auditor, task_id=second.task_id[:9]) == newest_first(task_id=second.task_id)
+    refused = explore(auditor, task_id=shared)
+    assert entry_ids(refused.text) == []
+    message = text_of(element(refused.text, r'<ul class="errorlist".*?</ul>'))
+    assert f"Several ids start with {shared}" in message
+    assert first.task_id[:12] in message and second.task_id[:12] in message
+    assert shown(auditor, queue_id=world["queue_id"][:8]) == newest_first(
+        queue_id=world["queue_id"]
+    )
+
+    start = operator.username[:12].upper()
+    assert shown(auditor, person=start) == newest_first(actor=operator.user)
+
+
 def test_explorer_filters_by_time_range_in_the_persons_time_zone(
     auditor: Console, crew: dict[str, TestPerson], world: dict[str, Any]
 ) -> None:
@@ -284,7 +311,7 @@ def test_explorer_explains_an_invalid_filter(auditor: Console) -> None:
         auditor, task_id="not-a-task", since="2021-06-02T00:00", until="2021-06-01T00:00"
     )
     text = text_of(page.text)
-    assert "A task id is 32 lowercase hexadecimal characters." in text
+    assert "A task id, or its first characters: lowercase hexadecimal (0-9, a-f)." in text
     assert "The end must come after the start." in text
     assert entry_ids(page.text) == []
 
@@ -525,7 +552,7 @@ def test_an_invalid_filter_exports_nothing_and_records_nothing(
     before = len(exported_events(crew["auditor"]))
     answer = auditor.get("/audit/export.csv", params={"queue_id": "not-a-queue"})
     assert answer.status_code == 400
-    assert "A queue id is 32 lowercase hexadecimal characters." in text_of(answer.text)
+    assert "A queue id, or its first characters: lowercase hexadecimal" in text_of(answer.text)
     assert len(exported_events(crew["auditor"])) == before
 
 

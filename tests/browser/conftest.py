@@ -12,7 +12,11 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect
 
-from tests.support.orbit import bearer
+from orbit_console.console.models import Submission
+from orbit_console.console.proposals import proposal_create
+from orbit_console.console.submissions import submission_create
+from tests.console.web import review_through_console, signed_in
+from tests.support.orbit import RETRY_REVISION, REVIEW_REVISION, bearer, review_body
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
@@ -157,3 +161,35 @@ def review_records(api: httpx.Client, world: dict[str, Any], task_id: str) -> li
     """The task's ``task.review`` audit records (AU6)."""
     records = task_operations(api, world, task_id)
     return [item for item in records if item["action"] == "task.review"]
+
+
+@pytest.fixture
+def history(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> dict[str, Any]:
+    """An operator's applied review (through the console), an open submission and a pending
+    proposal of theirs: entries of every kind an auditor looks at."""
+    operator = people["operator"]
+    with signed_in(orbit_server.url, operator) as console:
+        applied_id, _ = review_through_console(console, world["tasks"]["needs_review"])
+    pending = submission_create(
+        action="review",
+        task_id=world["tasks"]["needs_review_2"],
+        queue_id=world["queue_id"],
+        expected_revision=REVIEW_REVISION,
+        body=json.dumps(review_body()),
+        created_by=operator.user,
+    ).submission
+    proposal = proposal_create(
+        action="retry",
+        task_id=world["tasks"]["failed"],
+        queue_id=world["queue_id"],
+        expected_revision=RETRY_REVISION,
+        body="{}",
+        proposed_by=operator.user,
+    ).proposal
+    return {
+        "applied": Submission.objects.get(id=applied_id),
+        "pending": pending,
+        "proposal": proposal,
+    }

@@ -251,6 +251,79 @@ def test_review_validation_errors_are_inline_and_keep_what_was_typed(
     assert not Submission.objects.filter(task_id=task_id).exists()
 
 
+def test_enter_goes_forward_and_focus_lands_where_the_person_must_look(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 15: Enter in a wizard field pressed "Back" (the form's first button). Enter now
+    goes forward; after a failed step the keyboard is on the first field to fix, after a move on
+    the new step's heading; and each field's help text is the one its aria-describedby names."""
+    task_id = world["tasks"]["needs_review"]
+    sign_in(page, orbit_server, people["operator"])
+    open_task(page, orbit_server, task_id)
+    page.get_by_role("link", name="Review this task").click()
+    tick_all_checks(page)
+    next_step(page)
+    expect(page.locator(CURRENT_STEP)).to_have_text("Decide")
+    expect(page.locator("#step-title")).to_be_focused()
+
+    # Enter in the last field, with the result not yet valid JSON: the same step again (not the
+    # one before), the keyboard on the result.
+    page.locator("input[name=outcome][value=FAILED]").check()
+    page.fill("#id_result", '{"confirmed": tru')
+    page.fill("#id_reason", "Checked the object store: the write never happened")
+    page.fill("#id_evidence_ref", "evidence:reconciliation-001")
+    page.locator("#id_evidence_ref").press("Enter")
+    expect(_field(page, "#id_result").locator(".errorlist")).to_contain_text("not valid JSON")
+    expect(page.locator(CURRENT_STEP)).to_have_text("Decide")
+    expect(page.locator("#id_result")).to_be_focused()
+
+    page.fill("#id_result", '{"confirmed": true}')
+    page.locator("#id_evidence_ref").press("Enter")
+    expect(page.locator(CURRENT_STEP)).to_have_text("Confirm")
+    expect(page.locator("#step-title")).to_be_focused()
+    # Back is still there, first on screen.
+    back = page.locator("button[name=nav][value=back]").bounding_box()
+    submit = page.locator("button[name=nav][value=submit]").bounding_box()
+    assert back is not None and submit is not None and back["x"] < submit["x"]
+
+    page.locator("button[name=nav][value=back]").click()
+    expect(page.locator(CURRENT_STEP)).to_have_text("Decide")
+    described = page.locator("main form [aria-describedby]").all()
+    assert described, "no field of the decide step names its help text"
+    for field in described:
+        for described_by in (field.get_attribute("aria-describedby") or "").split():
+            expect(page.locator(f"#{described_by}")).to_have_count(1)
+
+
+def test_a_long_paste_is_never_cut_and_a_live_counter_says_how_much_is_too_much(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 15: a 10 000-character paste into the reason was cut to 1 024 without a word (the
+    field's maxlength). Nothing is cut now: a live counter says how much is left or too much,
+    and the server refuses the overlong reason with its count (C10)."""
+    sign_in(page, orbit_server, people["operator"])
+    open_task(page, orbit_server, world["tasks"]["needs_review"])
+    page.get_by_role("link", name="Review this task").click()
+    tick_all_checks(page)
+    next_step(page)
+    counter = page.locator("#id_reason_counter")
+    expect(counter).to_have_text("0 of 1024 characters")
+    page.fill("#id_reason", "checked")
+    expect(counter).to_have_text("7 of 1024 characters")
+
+    page.fill("#id_reason", "x" * 10_000)
+    expect(page.locator("#id_reason")).to_have_value("x" * 10_000)
+    expect(counter).to_contain_text("8976 characters too many: nothing was cut")
+    expect(counter).to_have_class(re.compile(r"\bover\b"))
+    page.locator("input[name=outcome][value=FAILED]").check()
+    page.fill("#id_result", '{"confirmed": true}')
+    page.fill("#id_evidence_ref", "evidence:reconciliation-001")
+    next_step(page)
+    expect(page.locator(CURRENT_STEP)).to_have_text("Decide")
+    expect(_field(page, "#id_reason").locator(".errorlist")).to_contain_text("it has 10000")
+    expect(page.locator("#id_reason")).to_have_value("x" * 10_000)
+
+
 def test_retry_validation_errors_are_inline_and_keep_what_was_typed(
     page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
 ) -> None:

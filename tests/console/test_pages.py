@@ -620,6 +620,40 @@ def test_every_html_page_carries_a_strict_csp(
 # --- Languages ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("language", "headings"),
+    [
+        ("en", {403: "Not allowed", 404: "Not found", "csrf": "The form was not accepted"}),
+        ("zh-Hans", {403: "不允许", 404: "未找到", "csrf": "表单未被接受"}),
+    ],
+)
+def test_error_pages_are_pages_of_the_console_in_the_readers_language(
+    orbit_server: DaphneServer,
+    people: dict[str, TestPerson],
+    language: str,
+    headings: dict[Any, str],
+) -> None:
+    """Issue 15: 403 and some 404s were bare, unstyled English pages without the header or a
+    way back. Each now has the console's header, its reason and a link back, in English or
+    Chinese as the reader reads."""
+    with Console(orbit_server.url, headers={"Accept-Language": language}) as reader:
+        reader.sign_in(people["operator"])
+        pages = {
+            403: reader.get("/audit"),  # operators do not open the explorer
+            404: reader.get("/nothing-is-here"),  # (a missing task has a page of its own)
+            "csrf": reader.post("/signout", []),  # a form without its token
+        }
+        for kind, page in pages.items():
+            assert page.status_code == (404 if kind == 404 else 403), kind
+            assert '<header class="topbar">' in page.text, kind
+            assert f'<html lang="{language.lower()}">' in page.text, kind
+            body = element(page.text, r'<div class="panel error-page" id="error-page">.*?</div>')
+            assert text_of(element(body, r"<h1>.*?</h1>")) == headings[kind], kind
+            assert 'href="/"' in body, kind
+            if language != "en":
+                assert "Back to the work queue" not in body, kind
+
+
 def test_language_follows_the_browser(
     orbit_server: DaphneServer, people: dict[str, TestPerson]
 ) -> None:

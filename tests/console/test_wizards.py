@@ -567,10 +567,23 @@ def test_two_people_deciding_the_same_revision_make_one_submission(
         assert submission.created_by_id in deciders
         assert submission.state == "succeeded"
         assert len(audits(task_id, "task.review")) == 1
-        # Whoever lost is told, on the one submission's page.
-        loser = supervisor if submission.created_by_id == people["operator"].user.pk else operator
-        told = loser.get(f"/submissions/{submission.id}")
-        assert "had already been submitted" in text_of(told.text)
+        # Whoever lost is told plainly, on the one submission's page, that their decision was
+        # not sent, and sees it beside the one that stands (issue 15); the winner is not.
+        operator_won = submission.created_by_id == people["operator"].user.pk
+        loser, winner = (supervisor, operator) if operator_won else (operator, supervisor)
+        lost_outcome, won_outcome = (
+            ("SUCCEEDED", "FAILED") if operator_won else ("FAILED", "SUCCEEDED")
+        )
+        told = loser.get(f"/submissions/{submission.id}").text
+        assert "Your decision was not sent" in text_of(
+            element(told, r'<section[^>]*id="set-aside".*?</section>')
+        )
+        mine = strictjson.loads(pre_text(told, r'<pre id="set-aside-mine">.*?</pre>'))
+        standing = strictjson.loads(pre_text(told, r'<pre id="set-aside-standing">.*?</pre>'))
+        assert (mine["outcome"], standing["outcome"]) == (lost_outcome, won_outcome)
+        assert mine["reason"] == review_values()[2][1]  # what they typed is kept
+        assert standing == strictjson.loads(submission.body)
+        assert 'id="set-aside"' not in winner.get(f"/submissions/{submission.id}").text
 
 
 # --- Who may use the wizards --------------------------------------------------------------------

@@ -12,7 +12,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from orbit_console.client import Task
 from orbit_console.console.access import can_read_task, require_task_access
-from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, Submission
+from orbit_console.console.models import (
+    ConsoleEvent,
+    Proposal,
+    ProposalState,
+    Submission,
+    SubmissionState,
+)
 from orbit_console.console.people import SUPERVISOR, Person
 from orbit_console.console.proposals import (
     ProposalRefused,
@@ -26,6 +32,7 @@ from orbit_console.console.views.common import (
     arender,
     console_view,
     requires_role,
+    set_aside_context,
     task_now,
 )
 from orbit_console.lib.ids import is_id
@@ -43,6 +50,7 @@ async def approvals_queue(request: HttpRequest) -> HttpResponse:
     context = {
         "pending": [p for p in pending if p.task_id in readable],
         "recent": [p for p in recent if p.task_id in readable],
+        "viewer_id": request.user.pk,
     }
     template = "console/approvals.html#rows" if request.htmx else "console/approvals.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)
@@ -85,18 +93,28 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
     person: Person = request.person  # type: ignore[attr-defined]
     await require_task_access(person, proposal.task_id, what="proposal")
     current, current_error = await task_now(request, proposal.task_id)
+    applied = submission is not None and submission.state == SubmissionState.SUCCEEDED
     context = {
         "proposal": proposal,
         "events": events,
         "submission": submission,
         "current": current,
         "current_error": current_error,
-        "drift": _drift(proposal, current),
+        # Once its own submission is applied, the task moved because of it: nothing to warn of.
+        "drift": [] if applied else _drift(proposal, current),
         "can_decide": proposal.is_pending
         and person.has_role(SUPERVISOR)
         and person.user.pk != proposal.proposed_by_id,
         "can_withdraw": proposal.is_pending and person.user.pk == proposal.proposed_by_id,
         "approved_by_me": any(a.approver_id == person.user.pk for a in proposal.approval_list),  # type: ignore[attr-defined]
+        **await set_aside_context(
+            request,
+            proposal.id,
+            standing_body=proposal.body,
+            standing_by=proposal.proposed_by.get_username(),
+            task_id=proposal.task_id,
+            revision=proposal.expected_revision,
+        ),
     }
     return await arender(request, "console/proposal.html", context)
 

@@ -8,6 +8,7 @@ from asgiref.sync import sync_to_async
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
@@ -27,9 +28,29 @@ RENDERS: dict[str, type[explorer.CsvRender] | type[explorer.JsonLinesRender]] = 
 }
 
 
-def _filters(request: HttpRequest) -> tuple[ExplorerFilters, explorer.Filters | None]:
-    """The filters, or ``None`` when they do not validate (the form then shows why). Whatever
-    was asked, only what the reader's credentials cover is read."""
+async def _filters(request: HttpRequest) -> tuple[ExplorerFilters, explorer.Filters | None]:
+    """The filters, or ``None`` when they do not validate (the form then shows why): an id start
+    shared by several ids is refused with some of them. Whatever was asked, only what the
+    reader's credentials cover is read."""
+    form, filters = _read_filters(request)
+    if filters is None:
+        return form, None
+    shared = await sync_to_async(explorer.ambiguous)(filters)
+    for field, ids in shared.items():
+        form.add_error(
+            field,
+            _("Several ids start with %(start)s (%(some)s…): type more of it.")
+            % {"start": (start := getattr(filters, field)), "some": _distinct_starts(start, ids)},
+        )
+    return form, None if shared else filters
+
+
+def _distinct_starts(start: str, ids: list[str]) -> str:
+    """The ids, each cut just past the start they share (four more characters)."""
+    return ", ".join(dict.fromkeys(i[: len(start) + 4] for i in ids))
+
+
+def _read_filters(request: HttpRequest) -> tuple[ExplorerFilters, explorer.Filters | None]:
     form = ExplorerFilters(request.GET or None)
     if request.GET and not form.is_valid():
         return form, None
@@ -52,7 +73,7 @@ def _filters(request: HttpRequest) -> tuple[ExplorerFilters, explorer.Filters | 
 @console_view
 @requires_role(AUDITOR, SUPERVISOR)
 async def explorer_page(request: HttpRequest) -> HttpResponse:
-    form, filters = _filters(request)
+    form, filters = await _filters(request)
     entries: list[ConsoleEvent] = []
     next_cursor: str | None = None
     if filters is not None:
@@ -90,7 +111,7 @@ async def export(request: HttpRequest, fmt: str) -> HttpResponseBase:
     render = RENDERS.get(fmt)
     if render is None:
         raise Http404("no such format")
-    form, filters = _filters(request)
+    form, filters = await _filters(request)
     if filters is None:
         context = {"form": form, "entries": []}
         return await arender(request, "console/audit.html", context, status=400)

@@ -104,3 +104,38 @@ async def task_now(request: HttpRequest, task_id: str) -> tuple[Task | None, str
             return await orbit.get_task(task_id), None
     except OutcomeUnknown as unknown:
         return None, str(unknown)
+
+
+# --- A decision that was not recorded (issue 15) ----------------------------------------------
+
+_SET_ASIDE = "orbit.set_aside."
+
+
+async def set_aside(request: HttpRequest, standing_id: str, body: str) -> None:
+    """Keep, for this person's session, the decision they made that was not recorded because
+    ``standing_id`` (a submission or proposal for the same task revision) came first: its page
+    shows it beside the one that stands."""
+    await request.session.aset(_SET_ASIDE + standing_id, body)
+
+
+async def set_aside_context(
+    request: HttpRequest,
+    standing_id: str,
+    *,
+    standing_body: str,
+    standing_by: str,
+    task_id: str,
+    revision: str,
+) -> dict[str, Any]:
+    """What ``console/partials/set_aside.html`` shows on the standing decision's page: nothing
+    unless this person's decision was set aside for it."""
+    mine = await request.session.aget(_SET_ASIDE + standing_id)
+    if mine is None:
+        return {}
+    return {
+        "set_aside": mine,
+        "standing_body": standing_body,
+        "standing_by": standing_by,
+        "task_id": task_id,
+        "revision": revision,
+    }

@@ -13,7 +13,7 @@ from orbit_console.console.access import require_task_access
 from orbit_console.console.models import ConsoleEvent, Submission
 from orbit_console.console.people import Person
 from orbit_console.console.submissions import submission_send
-from orbit_console.console.views.common import arender, console_view, task_now
+from orbit_console.console.views.common import arender, console_view, set_aside_context, task_now
 from orbit_console.lib.ids import is_id
 
 
@@ -42,6 +42,14 @@ async def submission_detail(request: HttpRequest, submission_id: str) -> HttpRes
         "current": current,
         "current_error": current_error,
         "can_resend": _can_resend(person, submission),
+        **await set_aside_context(
+            request,
+            submission.id,
+            standing_body=submission.body,
+            standing_by=submission.created_by.get_username(),
+            task_id=submission.task_id,
+            revision=submission.expected_revision,
+        ),
     }
     return await arender(request, "console/submission.html", context)
 

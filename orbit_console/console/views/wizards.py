@@ -40,6 +40,7 @@ from orbit_console.console.views.common import (
     NoCredentialError,
     arender,
     console_view,
+    set_aside,
     task_client,
 )
 from orbit_console.console.views.tasks import task_id_or_404
@@ -165,6 +166,7 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
             _attempt_timeout_ms(task),
             task.queue_id,
             task.namespace_id,
+            task.handler,
         )
         return await _render(request, wizard, task, first, step_index=0, data=None)
 
@@ -207,17 +209,21 @@ async def _propose(
     request: HttpRequest, wizard: Wizard, pin: "Pin", cleaned: dict[str, Any]
 ) -> HttpResponse:
     """Four eyes: the decision waits for a supervisor, exactly as it would have been sent."""
+    body = wizard.build_body(pin.revision, cleaned)
     outcome = await sync_to_async(proposal_create)(
         action=wizard.action,
         task_id=pin.task_id,
         queue_id=pin.queue_id,
         namespace_id=pin.namespace_id,
+        handler=pin.handler,
         expected_revision=pin.revision,
-        body=wizard.build_body(pin.revision, cleaned),
+        body=body,
         proposed_by=request.user,  # type: ignore[arg-type]
     )
     if outcome.created:
         messages.success(request, _("Your proposal waits for a supervisor's approval."))
+    elif outcome.proposal.body != body:
+        await set_aside(request, outcome.proposal.id, body)
     else:
         messages.info(
             request,
@@ -230,19 +236,22 @@ async def _propose(
 async def _submit(
     request: HttpRequest, wizard: Wizard, pin: "Pin", cleaned: dict[str, Any]
 ) -> HttpResponse:
+    body = wizard.build_body(pin.revision, cleaned)
     outcome = await sync_to_async(submission_create)(
         action=wizard.action,
         task_id=pin.task_id,
         queue_id=pin.queue_id,
         namespace_id=pin.namespace_id,
         expected_revision=pin.revision,
-        body=wizard.build_body(pin.revision, cleaned),
+        body=body,
         created_by=request.user,  # type: ignore[arg-type]
     )
     submission = outcome.submission
     remember_stored(request, reverse("console:submission", args=[submission.id]))
     if outcome.created:
         await submission_send(submission, actor=request.user)  # type: ignore[arg-type]
+    elif submission.body != body:
+        await set_aside(request, submission.id, body)
     else:
         messages.info(
             request,
@@ -282,6 +291,7 @@ class Pin:
     attempt_timeout_ms: int
     queue_id: str
     namespace_id: str
+    handler: str = ""  # for the approvals queue; pins signed before it was added have none
 
     def dumps(self) -> str:
         fields = [
@@ -291,6 +301,7 @@ class Pin:
             self.attempt_timeout_ms,
             self.queue_id,
             self.namespace_id,
+            self.handler,
         ]
         return signing.dumps(fields, salt=_PIN_SALT)
 
@@ -321,6 +332,11 @@ async def _render(
     kwargs = wizard.form_kwargs(request, pin, step.name)
     posted = request.POST if request.method == "POST" else {}
     form = data or step.form(initial=_initial(step.form, posted), **kwargs)
+    # Where the keyboard lands: on the first field to fix after a failed step, on the new
+    # step's heading after a move (a screen reader then reads where the person is).
+    wrong = next((name for name in form.fields if data is not None and name in data.errors), None)
+    if wrong is not None:
+        form.fields[wrong].widget.attrs["autofocus"] = True
     own = set(form.fields)
     carry = [
         (name, value)
@@ -346,6 +362,7 @@ async def _render(
         if cleaned and step.name == "confirm"
         else None,
         "attempts": request.wizard_attempts,  # type: ignore[attr-defined]
+        "focus_heading": request.method == "POST" and wrong is None,
     }
     status = 400 if data is not None else 200
     return await arender(request, "console/wizard.html", context, status=status)

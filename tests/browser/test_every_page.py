@@ -1,0 +1,107 @@
+"""Every page, for every role, in both languages, on a phone (issue 15): no page scrolls
+sideways at 390 px, and axe-core (the accessibility engine of Deque, run in the page) finds no
+serious or critical violation. Each role sees the pages it works with, filled with a seeded
+world's history: an applied review (its timeline carries sha256 links), an open submission, a
+pending proposal, the platform's operation detail, the approvals queue and the explorer, a
+wizard's steps and the error pages."""
+
+import json
+from typing import Any
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import Page, expect
+
+from orbit_console.lib.ids import new_id
+from tests.browser.conftest import sign_in
+from tests.support.people import TestPerson
+from tests.support.servers import DaphneServer
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+SERIOUS = ("serious", "critical")
+AXE = Axe()
+
+
+def pages_of(role: str, world: dict[str, Any], history: dict[str, Any]) -> list[str]:
+    applied = history["applied"]
+    common = [
+        "/",
+        f"/tasks/{world['tasks']['needs_review_2']}",
+        f"/tasks/{applied.task_id}",
+        f"/tasks/{applied.task_id}/operations/{applied.audit_id}",
+        f"/submissions/{applied.id}",
+        f"/submissions/{history['pending'].id}",
+        f"/proposals/{history['proposal'].id}",
+        f"/tasks/{new_id()}",  # not found
+    ]
+    by_role = {
+        "operator": [
+            f"/tasks/{world['tasks']['needs_review_2']}/review",
+            f"/tasks/{world['tasks']['failed']}/retry",
+            "/audit",  # not allowed
+        ],
+        "supervisor": ["/approvals", "/audit", f"/tasks/{world['tasks']['failed']}/retry"],
+        "auditor": ["/audit", "/approvals"],  # the second: not allowed
+    }
+    return common + by_role[role]
+
+
+def problems_of(page: Page) -> list[str]:
+    """What is wrong with the page as it stands: sideways scrolling, and axe's serious or
+    critical violations (rule, impact, the first offending element)."""
+    found = []
+    overflow = page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    if overflow[0] > overflow[1]:
+        wide = page.evaluate(
+            """() => {
+                const width = document.documentElement.clientWidth + 1;
+                const scrolls = e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);
+                const contained = e => {
+                    for (let up = e.parentElement; up; up = up.parentElement) {
+                        if (scrolls(up)) { return true; }
+                    }
+                    return false;
+                };
+                return [...document.querySelectorAll('body *')]
+                    .filter(e => e.getBoundingClientRect().right > width && !contained(e))
+                    .slice(-3).map(e => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className);
+            }"""
+        )
+        found.append(f"scrolls sideways: {overflow[0]} px in {overflow[1]} ({wide})")
+    results = AXE.run(page)
+    for violation in results.response["violations"]:
+        if violation["impact"] in SERIOUS:
+            target = violation["nodes"][0]["target"] if violation["nodes"] else "?"
+            found.append(f"axe {violation['impact']} {violation['id']}: {target}")
+    return found
+
+
+@pytest.mark.parametrize("role", ["operator", "supervisor", "auditor"])
+def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
+    page: Page,
+    orbit_server: DaphneServer,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+    history: dict[str, Any],
+    role: str,
+) -> None:
+    page.set_viewport_size(PHONE)
+    problems: dict[str, list[str]] = {}
+    for language in ("en", "zh-Hans"):
+        page.context.set_extra_http_headers({"Accept-Language": language})
+        page.context.clear_cookies()
+        page.goto(f"{orbit_server.url}/signin")
+        expect(page.locator("html")).to_have_attribute("lang", language.lower())
+        if found := problems_of(page):
+            problems[f"{language} /signin"] = found
+        sign_in(page, orbit_server, people[role])
+        for path in pages_of(role, world, history):
+            page.goto(f"{orbit_server.url}{path}")
+            expect(page.locator("header.topbar")).to_be_visible()
+            if found := problems_of(page):
+                problems[f"{language} {path}"] = found
+    assert problems == {}, json.dumps(problems, indent=1, ensure_ascii=False)

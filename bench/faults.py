@@ -509,22 +509,20 @@ def api_down(rig: Rig, people: list[Recorder], trial: Trial, rng: random.Random)
     return time.monotonic()
 
 
-def api_killed_before_commit(
-    rig: Rig, people: list[Recorder], trial: Trial, rng: random.Random
-) -> float:
-    walk = people[0]
-    rig.api_proxy.arm(WriteFault(before=rig.api.kill, forward=False))
-    walk.confirm()
-    return rig.api.start()
+def _api_killed(*, after_commit: bool) -> Inject:
+    """The API killed (SIGKILL) as the write arrives, or once it has committed and before its
+    answer leaves; started again at once."""
 
+    def inject(rig: Rig, people: list[Recorder], trial: Trial, rng: random.Random) -> float:
+        kill = rig.api.kill
+        if after_commit:
+            rig.api_proxy.arm(WriteFault(after=kill, answer=False))
+        else:
+            rig.api_proxy.arm(WriteFault(before=kill, forward=False))
+        people[0].confirm()
+        return rig.api.start()
 
-def api_killed_after_commit(
-    rig: Rig, people: list[Recorder], trial: Trial, rng: random.Random
-) -> float:
-    walk = people[0]
-    rig.api_proxy.arm(WriteFault(after=rig.api.kill, answer=False))
-    walk.confirm()
-    return rig.api.start()
+    return inject
 
 
 def api_answer_lost(rig: Rig, people: list[Recorder], trial: Trial, rng: random.Random) -> float:
@@ -656,12 +654,12 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "api_killed_before_commit",
             "the API killed as the write arrives",
-            api_killed_before_commit,
+            _api_killed(after_commit=False),
         ),
         Scenario(
             "api_killed_after_commit",
             "the API killed after it committed, before its answer left",
-            api_killed_after_commit,
+            _api_killed(after_commit=True),
         ),
         Scenario("api_answer_lost", "the API's answer lost on the way back", api_answer_lost),
         Scenario(

@@ -24,10 +24,20 @@ import contextlib
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 MODES = ("pass", "drop_writes", "refuse_writes", "down")
+
+
+def _accepted(server: socket.socket) -> Iterator[socket.socket]:
+    """The connections ``server`` accepts, until it is closed."""
+    while True:
+        try:
+            client, _ = server.accept()
+        except OSError:
+            return
+        yield client
 
 
 def _read_message(sock: socket.socket) -> bytes:
@@ -117,11 +127,7 @@ class FaultyProxy:
         self._server.close()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
+        for client in _accepted(self._server):
             threading.Thread(target=self._handle, args=(client,), daemon=True).start()
 
     def _handle(self, client: socket.socket) -> None:
@@ -217,11 +223,7 @@ class TcpProxy:
         self.cut()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
+        for client in _accepted(self._server):
             with self._lock:
                 mode = self.mode
             if mode == "refuse":

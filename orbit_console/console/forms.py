@@ -61,7 +61,7 @@ def _rule(check: Any, value: str) -> str:
     try:
         return check(value)
     except RuleError as exc:
-        raise forms.ValidationError(str(exc)) from None
+        raise forms.ValidationError(exc.translated()) from None
 
 
 class UncutText(forms.CharField):
@@ -156,7 +156,7 @@ class ReviewDecideForm(ReasonEvidenceMixin):
             value = strictjson.loads(text)
         except strictjson.JSONError as exc:
             raise forms.ValidationError(
-                _("This is not valid JSON: %(why)s") % {"why": exc}
+                _("This is not valid JSON: %(why)s") % {"why": exc.translated()}
             ) from None
         if value is None:
             raise forms.ValidationError(_("The result must not be null."))

@@ -7,6 +7,10 @@ a person can act on.
 
 import unicodedata
 
+from django.utils.translation import gettext_noop as _
+
+from orbit_console.lib.explained import Explained
+
 MAX_REASON_CHARS = 1024  # C10
 MAX_EVIDENCE_REF_CHARS = 512  # C10
 MAX_RESULT_BYTES = 256 * 1024  # RV3, O5
@@ -14,47 +18,47 @@ MAX_TASK_TIMEOUT_MS = 2_592_000_000  # RT2: 30 days
 MAX_REVISION = 2**64 - 1  # O5
 
 
-class RuleError(ValueError):
-    pass
+class RuleError(Explained):
+    """A value breaks a rule: ``str()`` in English (the API), ``translated()`` for pages."""
 
 
 def check_revision(text: str) -> int:
     """C5: a non-zero decimal string without sign, padding or leading zeros."""
     if not text or not text.isascii() or not text.isdigit() or text[0] == "0":
-        raise RuleError('must be a non-zero decimal string such as "4"')
+        raise RuleError(_('must be a non-zero decimal string such as "4"'))
     # Checked before int(): Python refuses to convert strings of more than 4300 digits.
     if len(text) > len(str(MAX_REVISION)):
-        raise RuleError("is beyond the unsigned 64-bit range")
+        raise RuleError(_("is beyond the unsigned 64-bit range"))
     number = int(text)
     if number > MAX_REVISION:
-        raise RuleError("is beyond the unsigned 64-bit range")
+        raise RuleError(_("is beyond the unsigned 64-bit range"))
     return number
 
 
 def check_reason(text: str) -> str:
     """C10, O6: 1-1024 code points, not all whitespace, no NUL."""
     if not 1 <= len(text) <= MAX_REASON_CHARS:
-        raise RuleError(f"must be 1 to {MAX_REASON_CHARS} characters")
+        raise RuleError(_("must be 1 to %(max)s characters"), max=MAX_REASON_CHARS)
     if text.isspace():
-        raise RuleError("must not be blank")
+        raise RuleError(_("must not be blank"))
     if "\x00" in text:
-        raise RuleError("must not contain NUL")
+        raise RuleError(_("must not contain NUL"))
     return text
 
 
 def check_evidence_ref(text: str) -> str:
     """C10, O6: 1-512 code points, no whitespace, no control (Cc) or format (Cf) characters."""
     if not 1 <= len(text) <= MAX_EVIDENCE_REF_CHARS:
-        raise RuleError(f"must be 1 to {MAX_EVIDENCE_REF_CHARS} characters")
+        raise RuleError(_("must be 1 to %(max)s characters"), max=MAX_EVIDENCE_REF_CHARS)
     for char in text:
         if char.isspace():
-            raise RuleError("must not contain whitespace")
+            raise RuleError(_("must not contain whitespace"))
         if unicodedata.category(char) in ("Cc", "Cf"):
-            raise RuleError("must not contain control or format characters")
+            raise RuleError(_("must not contain control or format characters"))
     return text
 
 
 def check_task_timeout_ms(value: int) -> int:
     if not 1 <= value <= MAX_TASK_TIMEOUT_MS:
-        raise RuleError(f"must be between 1 and {MAX_TASK_TIMEOUT_MS}")
+        raise RuleError(_("must be between 1 and %(max)s"), max=MAX_TASK_TIMEOUT_MS)
     return value

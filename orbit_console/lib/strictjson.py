@@ -26,9 +26,14 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.utils.translation import gettext_noop as _
 
-class JSONError(ValueError):
-    """The text is not acceptable JSON; the message says why in words a caller can act on."""
+from orbit_console.lib.explained import Explained, decoder_words
+
+
+class JSONError(Explained):
+    """The text is not acceptable JSON; the message says why in words a caller can act on
+    (``str()`` in English, ``translated()`` in the reader's language: lib/explained.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +59,13 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for name, value in pairs:
         if name in result:
-            raise JSONError(f"duplicate member {name!r}")
+            raise JSONError(_("duplicate member %(name)r"), name=name)
         result[name] = value
     return result
 
 
 def _refuse_constant(name: str) -> Any:
-    raise JSONError(f"{name} is not a JSON number")
+    raise JSONError(_("%(name)s is not a JSON number"), name=name)
 
 
 class Number(Decimal):
@@ -106,27 +111,32 @@ def _skip_ws(text: str, index: int) -> int:
 def _scan_value(text: str, index: int) -> tuple[Any, int]:
     try:
         return _scan_once(text, index)
-    except StopIteration:
-        raise JSONError(f"expected a JSON value at character {index}") from None
+    except StopIteration as stop:  # the scanner says where, deep inside, a value was missing
+        at = stop.value if isinstance(stop.value, int) else index
+        raise JSONError(_("expected a JSON value at character %(at)s"), at=at) from None
     except json.JSONDecodeError as exc:
-        raise JSONError(f"malformed JSON: {exc.msg} at character {exc.pos}") from None
+        raise JSONError(
+            _("malformed JSON: %(why)s at character %(at)s"),
+            why=decoder_words(exc.msg),
+            at=exc.pos,
+        ) from None
     except RecursionError:
-        raise JSONError("JSON nested too deeply") from None
+        raise JSONError(_("JSON nested too deeply")) from None
     except InvalidOperation:  # an exponent beyond what Decimal holds: 1e99999999999999999999
-        raise JSONError("unreadable JSON number: the exponent is too large") from None
+        raise JSONError(_("unreadable JSON number: the exponent is too large")) from None
     except ValueError as exc:  # e.g. an integer with more digits than Python converts
         if isinstance(exc, JSONError):
             raise
-        raise JSONError(f"unreadable JSON number: {exc}") from None
+        raise JSONError(_("unreadable JSON number: %(why)s"), why=str(exc)) from None
 
 
 def decode_text(data: bytes) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise JSONError("the body is not valid UTF-8") from None
+        raise JSONError(_("the body is not valid UTF-8")) from None
     if text.startswith("\ufeff"):
-        raise JSONError("the body must not start with a byte-order mark")
+        raise JSONError(_("the body must not start with a byte-order mark"))
     return text
 
 
@@ -140,7 +150,7 @@ def _check_scalar_strings(value: Any, depth: int = 0) -> None:
             _check_text(item)
         elif isinstance(item, dict | list):
             if level >= MAX_DEPTH:
-                raise JSONError(f"JSON nested deeper than {MAX_DEPTH} levels")
+                raise JSONError(_("JSON nested deeper than %(max)s levels"), max=MAX_DEPTH)
             if isinstance(item, dict):
                 stack.extend((key, level + 1) for key in item)
                 stack.extend((member, level + 1) for member in item.values())
@@ -153,7 +163,7 @@ def _check_text(text: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise JSONError(
-            "a string holds a lone UTF-16 surrogate, which is not valid Unicode"
+            _("a string holds a lone UTF-16 surrogate, which is not valid Unicode")
         ) from None
 
 
@@ -162,7 +172,7 @@ def loads(text: str) -> Any:
     index = _skip_ws(text, 0)
     value, end = _scan_value(text, index)
     if _skip_ws(text, end) != len(text):
-        raise JSONError("unexpected data after the JSON value")
+        raise JSONError(_("unexpected data after the JSON value"))
     _check_scalar_strings(value)
     return value
 
@@ -172,7 +182,7 @@ def parse_object(data: bytes) -> dict[str, Member]:
     text = decode_text(data)
     index = _skip_ws(text, 0)
     if index >= len(text) or text[index] != "{":
-        raise JSONError("the body must be a JSON object")
+        raise JSONError(_("the body must be a JSON object"))
     members: dict[str, Member] = {}
     index = _skip_ws(text, index + 1)
     if index < len(text) and text[index] == "}":
@@ -180,17 +190,19 @@ def parse_object(data: bytes) -> dict[str, Member]:
     else:
         while True:
             if index >= len(text) or text[index] != '"':
-                raise JSONError(f"expected a member name at character {index}")
+                raise JSONError(_("expected a member name at character %(at)s"), at=index)
             try:
                 name, index = json.decoder.scanstring(text, index + 1, True)  # type: ignore[attr-defined]
             except json.JSONDecodeError as exc:
-                raise JSONError(f"malformed member name at character {exc.pos}") from None
+                raise JSONError(
+                    _("malformed member name at character %(at)s"), at=exc.pos
+                ) from None
             _check_text(name)
             if name in members:
-                raise JSONError(f"duplicate member {name!r}")
+                raise JSONError(_("duplicate member %(name)r"), name=name)
             index = _skip_ws(text, index)
             if index >= len(text) or text[index] != ":":
-                raise JSONError(f"expected ':' after member {name!r}")
+                raise JSONError(_("expected ':' after member %(name)r"), name=name)
             start = _skip_ws(text, index + 1)
             value, index = _scan_value(text, start)
             _check_scalar_strings(value, depth=1)  # inside the top-level object
@@ -202,9 +214,9 @@ def parse_object(data: bytes) -> dict[str, Member]:
             if index < len(text) and text[index] == "}":
                 index += 1
                 break
-            raise JSONError(f"expected ',' or '}}' at character {index}")
+            raise JSONError(_("expected ',' or '}' at character %(at)s"), at=index)
     if _skip_ws(text, index) != len(text):
-        raise JSONError("unexpected data after the JSON object")
+        raise JSONError(_("unexpected data after the JSON object"))
     return members
 
 

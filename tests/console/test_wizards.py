@@ -186,6 +186,29 @@ def test_review_decide_explains_each_mistake_inline_and_keeps_what_was_typed_C10
     assert not Submission.objects.filter(task_id=task_id).exists()
 
 
+def test_the_decide_steps_mistakes_are_explained_in_the_readers_language_C10(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 15: the rules' messages ("must not be blank", JSON errors) stayed English on a page
+    in zh-Hans. They are the API's own rules, explained in the reader's language."""
+    task_id = world["tasks"]["needs_review"]
+    with Console(orbit_server.url, headers={"Accept-Language": "zh-Hans"}) as reader:
+        reader.sign_in(people["operator"])
+        page = to_decide(reader, task_id, "review")
+        values = {
+            "outcome": "SUCCEEDED",
+            "result": '{"confirmed": true "sequence": 1}',
+            "reason": "   ",
+            "evidence_ref": "evidence: 对账",
+        }
+        answer = wizard_post(reader, f"/tasks/{task_id}/review", page.text, list(values.items()))
+    assert answer.status_code == 400
+    assert field_errors(answer.text, "reason") == ["不能为空白"]
+    assert field_errors(answer.text, "evidence_ref") == ["不能包含空白字符"]
+    [json_error] = field_errors(answer.text, "result")
+    assert "此处应有逗号分隔符" in json_error and "Expecting" not in json_error
+
+
 def test_review_decide_accepts_the_limits_exactly_C10_O5_O6(
     operator: Console, world: dict[str, Any]
 ) -> None:

@@ -29,6 +29,7 @@ from orbit_console.console.submissions import (
     record_event,
     submission_create,
 )
+from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import publish_on_commit
 
@@ -146,7 +147,7 @@ def proposal_approve(*, proposal_id: str, approver: User, note: str = "") -> Sub
             created_by=proposal.proposed_by,
             sent_as=approver,
             proposal=proposal,
-            note=_("approved by %(name)s") % {"name": approver.get_username()},
+            note=notes.written(notes.APPROVED_BY, name=approver.get_username()),
         )
         _announce(proposal)
         return created.submission

@@ -16,6 +16,7 @@ from django.utils import timezone
 from orbit_console.console.models import OPEN_STATES, Submission
 from orbit_console.console.proposals import expire_due
 from orbit_console.console.submissions import record_event, submission_send
+from orbit_console.lib import notes
 
 logger = logging.getLogger("orbit.console.reconciler")
 
@@ -44,7 +45,7 @@ def abandon_overdue(now: datetime) -> int:
                     "submission.reconcile_stopped",
                     submission=submission,
                     actor=None,
-                    note="the reconciler's deadline passed; a person must resend or check",
+                    note=notes.written(notes.RECONCILER_STOPPED),
                     now=now,
                 )
     return len(overdue)

@@ -38,6 +38,7 @@ from orbit_console.console.models import (
     SubmissionState,
 )
 from orbit_console.console.people import orbit_client
+from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import CONSOLE_EVENT_MESSAGE, publish_on_commit, task_group
 
@@ -231,7 +232,7 @@ def _mark_sent(submission_id: str, actor: User | None) -> None:
         submission.last_sent_at = now
         submission.save(update_fields=["send_count", "last_sent_at"])
         kind = "submission.sent" if first else "submission.resent"
-        note = "" if actor is not None or first else "sent again by the reconciler"
+        note = "" if actor is not None or first else notes.written(notes.SENT_AGAIN_BY_RECONCILER)
         record_event(kind, submission=submission, actor=actor, note=note, now=now)
 
 

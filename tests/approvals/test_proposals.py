@@ -311,6 +311,29 @@ def test_approval_sends_the_stored_request_with_the_supervisors_credential_AU6_C
     )
 
 
+def test_the_approval_note_is_stored_in_one_language_and_shown_in_the_readers(
+    approvals_server: DaphneServer,
+    consoles: dict[str, Console],
+    crew: dict[str, TestPerson],
+    world: dict[str, Any],
+) -> None:
+    """Issue 15: a supervisor reading Chinese stored "由 … 批准" where one reading English
+    stored "approved by …", so one list mixed both. The note is stored in English and each
+    reader sees it in their language."""
+    task_id = world["tasks"]["needs_review"]
+    proposal_id, _ = propose_review(consoles["operator"], task_id)
+    with Console(approvals_server.url, headers={"Accept-Language": "zh-Hans"}) as chinese:
+        chinese.sign_in(crew["supervisor"])
+        answer = decide(chinese, proposal_id, "approve")
+        assert answer.status_code == 303
+        stored = ConsoleEvent.objects.get(kind="submission.stored", proposal_id=proposal_id)
+        name = crew["supervisor"].username
+        assert stored.note == f"approved by {name}"
+        assert f"由 {name} 批准" in text_of(chinese.get(answer.headers["location"]).text)
+    english = consoles["operator"].get(answer.headers["location"])
+    assert f"approved by {name}" in text_of(english.text)
+
+
 def test_an_operator_cannot_approve_their_own_proposal_by_a_crafted_post(
     consoles: dict[str, Console], world: dict[str, Any], approvals_api: httpx.Client
 ) -> None:

@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
 
-from orbit_console.lib import strictjson
+from orbit_console.lib import notes, strictjson
 from orbit_console.lib.rfc3339 import format_utc
 
 register = template.Library()
@@ -46,3 +46,10 @@ def reindent_json(text: str) -> str:
         return strictjson.dumps(strictjson.loads(text), indent=2)
     except strictjson.JSONError:
         return text
+
+
+@register.filter
+def shown_note(note: str) -> str:
+    """A note of the console's record in the reader's language when the system wrote it
+    (lib/notes.py); a person's note as they wrote it."""
+    return notes.shown(note)

@@ -1,12 +1,17 @@
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from orbit_console.console.people import load_person
+
 ROLE_NAMES = {"operator": _("Operator"), "supervisor": _("Supervisor"), "auditor": _("Auditor")}
 
 
 def person(request: HttpRequest) -> dict[str, object]:
-    """The signed-in person (set by ``console_view``) and their roles, for the page header."""
+    """The signed-in person (set by ``console_view``; read here for a page no console view
+    served, such as a 404 for an unknown address) and their roles, for the page header."""
     current = getattr(request, "person", None)
+    if current is None and hasattr(request, "user"):
+        current = load_person(request.user)
     if current is None:
         return {"person": None, "person_roles": ""}
     roles = ", ".join(str(ROLE_NAMES[role]) for role in sorted(current.roles) if role in ROLE_NAMES)

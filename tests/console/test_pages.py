@@ -646,6 +646,9 @@ def test_error_pages_are_pages_of_the_console_in_the_readers_language(
         for kind, page in pages.items():
             assert page.status_code == (404 if kind == 404 else 403), kind
             assert '<header class="topbar">' in page.text, kind
+            # The header knows the person, even on a page no console view served.
+            role = "Operator" if language == "en" else "操作员"
+            assert role in text_of(element(page.text, r'<span class="who">.*?</span>')), kind
             assert f'<html lang="{language.lower()}">' in page.text, kind
             body = element(page.text, r'<div class="panel error-page" id="error-page">.*?</div>')
             assert text_of(element(body, r"<h1>.*?</h1>")) == headings[kind], kind

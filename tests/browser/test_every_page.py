@@ -105,3 +105,20 @@ def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
             if found := problems_of(page):
                 problems[f"{language} {path}"] = found
     assert problems == {}, json.dumps(problems, indent=1, ensure_ascii=False)
+
+
+def test_on_a_phone_the_work_queue_shows_its_rows_early_and_one_line_each(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 15: at 390 px the work queue's first row started ~768 px down and rows were 99 px
+    tall (times wrapped in columns off screen). Rows are one line, the filters two to a line:
+    the first rows are on the first screen."""
+    page.set_viewport_size(PHONE)
+    sign_in(page, orbit_server, people["operator"])
+    rows = page.locator("section[aria-labelledby=section-review] tbody tr")
+    expect(rows.first).to_be_visible()
+    first = rows.first.bounding_box()
+    assert first is not None
+    assert first["y"] + first["height"] < PHONE["height"], first  # on the first screen
+    heights = [box["height"] for row in rows.all() if (box := row.bounding_box())]
+    assert max(heights) < 48, heights  # one line of text and a state flag

@@ -337,14 +337,16 @@ for _action, _policy in CONSOLE_APPROVAL_POLICY.items():
 CONSOLE_PROPOSAL_TTL_HOURS = env_int("CONSOLE_PROPOSAL_TTL_HOURS", 24, minimum=1)
 # The Orbit permissions each role implies (console.md, "Who sees what"): operators hold the
 # recovery permissions only for actions that need no approval; supervisors send approved ones.
+# Everyone reads the platform's audit of the tasks they see: the person deciding a task is its
+# first reader, and its live timeline is how they learn that it moved (issue 15).
 CONSOLE_ROLE_PERMISSIONS = {
-    "operator": ["tasks:read"]
+    "operator": ["tasks:read", "tasks:audit:read"]
     + [
         f"tasks:{action}"
         for action, rule in CONSOLE_APPROVAL_POLICY.items()
         if not rule["required"]
     ],
-    "supervisor": ["tasks:read", "tasks:review", "tasks:retry"],
+    "supervisor": ["tasks:read", "tasks:audit:read", "tasks:review", "tasks:retry"],
     "auditor": ["tasks:read", "tasks:audit:read"],
 }
 # Durable submissions: how long the console keeps resending an unknown outcome (well inside

@@ -21,7 +21,7 @@ from tests.browser.conftest import (
     submit_decision,
 )
 from tests.support.orbit import retry, review
-from tests.support.people import TestPerson, make_person
+from tests.support.people import TestPerson, make_person, make_reader
 from tests.support.servers import DaphneServer
 from tests.timeline.helpers import add_operations
 
@@ -239,12 +239,12 @@ def test_reconnect_after_missing_more_than_a_catch_up_starts_the_timeline_over(
 # --- Who sees the platform's operations -----------------------------------------------------------
 
 
-def test_operator_page_says_platform_operations_are_not_shown_and_opens_no_socket(
-    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+def test_without_audit_read_the_page_says_operations_are_not_shown_and_opens_no_socket(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], live_db: None
 ) -> None:
-    """AU1: without tasks:audit:read the page says so rather than showing an empty list, and
-    it does not try to open the live socket."""
-    sign_in(page, orbit_server, people["operator"])
+    """AU1: without tasks:audit:read (a token issued elsewhere; the roles imply it) the page
+    says so rather than showing an empty list, and it does not try to open the live socket."""
+    sign_in(page, orbit_server, make_reader(world, "operator"))
     open_task(page, orbit_server, world["tasks"]["needs_review"])
     timeline = page.locator("section.timeline-section")
     expect(timeline).to_contain_text("the platform's operations on this task are not shown")

@@ -28,7 +28,7 @@ from tests.console.web import (
     text_of,
 )
 from tests.support.orbit import bearer, get_task, post, retry, review_body
-from tests.support.people import TestPerson, make_person
+from tests.support.people import TestPerson, make_person, make_reader
 from tests.support.servers import DaphneServer
 
 XSS_SCRIPT = "<script>alert(1)</script>"
@@ -425,19 +425,30 @@ def timeline_of(html: str) -> str:
     return element(html, r'<section aria-labelledby="timeline-title".*?</section>')
 
 
-def test_auditor_sees_the_platform_audit_and_operator_sees_why_not(
-    operator: Console, auditor: Console, world: dict[str, Any]
+def test_every_role_sees_the_platform_audit_and_a_credential_without_it_is_told_why_not(
+    orbit_server: DaphneServer,
+    operator: Console,
+    auditor: Console,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
 ) -> None:
+    """Issue 15: operators and supervisors read the platform's audit too (their roles imply
+    tasks:audit:read); a credential that does not hold it (a token issued elsewhere) gets the
+    console's events and a word on why (AU1)."""
     task_id = world["tasks"]["needs_review"]
-    audit = timeline_of(auditor.get(f"/tasks/{task_id}").text)
-    platform = re.findall(r'<li id="entry-op-[^"]+" class="source-platform"', audit)
-    assert len(platform) == 2
-    actions = re.findall(r"&quot;action&quot;: &quot;([a-z_.]+)&quot;", audit)
-    assert actions == ["task.execution_result", "task.accepted"]
-    assert "connection reset" in text_of(audit)  # the execution result's reason
-    assert "tasks:audit:read" not in text_of(audit)
+    with signed_in(orbit_server.url, people["supervisor"]) as supervisor:
+        pages = {"auditor": auditor, "operator": operator, "supervisor": supervisor}
+        for role, console in pages.items():
+            audit = timeline_of(console.get(f"/tasks/{task_id}").text)
+            platform = re.findall(r'<li id="entry-op-[^"]+" class="source-platform"', audit)
+            assert len(platform) == 2, role
+            actions = re.findall(r"&quot;action&quot;: &quot;([a-z_.]+)&quot;", audit)
+            assert actions == ["task.execution_result", "task.accepted"], role
+            assert "connection reset" in text_of(audit), role  # the execution result's reason
+            assert "tasks:audit:read" not in text_of(audit), role
 
-    hidden = timeline_of(operator.get(f"/tasks/{task_id}").text)
+    with signed_in(orbit_server.url, make_reader(world, "operator")) as reader:
+        hidden = timeline_of(reader.get(f"/tasks/{task_id}").text)
     assert "does not hold tasks:audit:read" in text_of(hidden)
     assert "source-platform" not in hidden
     assert "task.accepted" not in hidden and "connection reset" not in hidden

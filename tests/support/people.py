@@ -34,3 +34,32 @@ def make_person(
         user=user, roles=frozenset(roles), namespace_id=world["namespace_id"], queue_ids=queue_ids
     )
     return TestPerson(username=username, password=password, user=user, roles=frozenset(roles))
+
+
+def make_reader(world: dict[str, Any], *roles: str) -> TestPerson:
+    """A person with ``roles`` whose credential holds ``tasks:read`` only, as a token issued
+    elsewhere may (stored as ``console user --token-file`` stores it): for what the console does
+    for someone who may not read the platform's audit (AU1)."""
+    from orbit_console.client.types import CredentialInfo
+    from orbit_console.console.credentials import person_roles_set, store_external_token
+    from orbit_console.ledger.lifecycle import credential_issue
+    from orbit_console.ledger.models import Namespace, Permission
+
+    username = f"{'-'.join(roles)}-reader-{secrets.token_hex(4)}"
+    password = secrets.token_urlsafe(12)
+    user = User.objects.create_user(username=username, password=password)
+    person_roles_set(user=user, roles=frozenset(roles))
+    namespace = Namespace.objects.get(id=world["namespace_id"])
+    credential, token = credential_issue(
+        namespace=namespace, actor_name=username, permissions=[Permission.READ]
+    )
+    info = CredentialInfo(
+        id=credential.id,
+        actor_id=credential.actor_id,
+        namespace_id=namespace.id,
+        namespace_name=namespace.name,
+        queue_ids=frozenset(),
+        permissions=frozenset({Permission.READ.value}),
+    )
+    store_external_token(user=user, token=token, info=info)
+    return TestPerson(username=username, password=password, user=user, roles=frozenset(roles))

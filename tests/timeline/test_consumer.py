@@ -27,7 +27,7 @@ from orbit_console.lib.live import (
     OPERATION_MESSAGE,
     task_group,
 )
-from tests.support.people import TestPerson, make_person
+from tests.support.people import TestPerson, make_person, make_reader
 from tests.support.servers import DaphneServer
 from tests.timeline.helpers import (
     REASON_ESCAPED,
@@ -116,10 +116,11 @@ def test_socket_without_an_origin_is_refused(
 
 
 def test_person_without_audit_permission_is_refused_with_4403(
-    world: dict[str, Any], people: dict[str, TestPerson]
+    world: dict[str, Any], live_db: None
 ) -> None:
-    """An operator's credential does not hold tasks:audit:read (AU1)."""
-    socket = communicator(world["tasks"]["needs_review"], people["operator"])
+    """An operator whose credential does not hold tasks:audit:read (a token issued elsewhere,
+    AU1)."""
+    socket = communicator(world["tasks"]["needs_review"], make_reader(world, "operator"))
 
     async def scenario() -> None:
         assert await refused_with(socket) == CLOSE_FORBIDDEN

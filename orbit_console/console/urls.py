@@ -7,6 +7,7 @@ app_name = "console"
 urlpatterns = [
     path("", queue.work_queue, name="work_queue"),
     path("tasks/<str:task_id>", tasks.task_detail, name="task"),
+    path("tasks/<str:task_id>/recovery", tasks.task_recovery, name="task_recovery"),
     path("tasks/<str:task_id>/review", wizards.review_wizard, name="review"),
     path("tasks/<str:task_id>/retry", wizards.retry_wizard, name="retry"),
     path("submissions/<str:submission_id>", submissions.submission_detail, name="submission"),

@@ -104,9 +104,11 @@
     if (rows && none) { none.hidden = rows.children.length > 0; }
   }
 
+  // The task moved: say so, and let what depends on its state (the recovery panel) ask again.
   function showChanged() {
     var notice = document.getElementById("task-changed");
     if (notice) { notice.hidden = false; }
+    document.body.dispatchEvent(new CustomEvent("orbit:task-moved"));
   }
 
   function merge(html) {

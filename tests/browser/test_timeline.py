@@ -159,6 +159,31 @@ def test_review_through_the_api_appears_in_both_browsers_once(
     assert len(entry_ids(page)) == before + 1
 
 
+def test_the_recovery_panel_follows_the_task_live_for_a_supervisor(
+    page: Page,
+    orbit_server: DaphneServer,
+    api: httpx.Client,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """Issue 15: a supervisor's open task page kept offering "Propose a review" after the task
+    was decided. The supervisor's page has the live timeline now, and when the task moves the
+    recovery panel asks again and offers only what is still possible."""
+    task_id = world["tasks"]["needs_review"]
+    open_live_timeline(page, orbit_server, people["supervisor"], task_id)
+    mark_page(page)
+    panel = page.locator("#recovery-panel")
+    expect(panel.get_by_role("link", name="Review this task")).to_be_visible()
+
+    audit_id = api_review(api, world, "needs_review")
+
+    expect(page.locator(f"#entry-op-{audit_id}")).to_be_visible()
+    expect(panel.get_by_role("link", name="Review this task")).to_have_count(0)
+    expect(panel).to_contain_text("Review unavailable")
+    expect(page.locator("#recovery-state")).to_contain_text("at revision 4")
+    assert_not_reloaded(page)
+
+
 # --- Reconnecting -------------------------------------------------------------------------------
 
 

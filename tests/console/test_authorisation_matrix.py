@@ -74,6 +74,7 @@ def every(status: int) -> dict[str, int]:
 ROUTES: dict[str, Route] = {
     "console:work_queue": Route("/", {"GET": every(200)}, scoped=False),
     "console:task": Route("/tasks/{task}", {"GET": every(200)}),
+    "console:task_recovery": Route("/tasks/{task}/recovery", {"GET": every(200)}),
     "console:review": Route(
         "/tasks/{task}/review",
         {

@@ -42,6 +42,22 @@ async def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     return await arender(request, "console/task_detail.html", context)
 
 
+@require_GET
+@console_view
+async def task_recovery(request: HttpRequest, task_id: str) -> HttpResponse:
+    """The task page's recovery panel as the task is now (asked for when the task moved)."""
+    task_id = task_id_or_404(task_id)
+    person: Person = request.person  # type: ignore[attr-defined]
+    async with await task_client(request, task_id) as orbit:
+        task = await orbit.get_task(task_id)
+    context = {
+        "task": task,
+        "actions": [review_availability(task, person), retry_availability(task, person)],
+        "read_only": person.read_only,
+    }
+    return await arender(request, "console/task_detail.html#recovery", context)
+
+
 def _submissions_of(task_id: str) -> list[Submission]:
     return list(
         Submission.objects.filter(task_id=task_id)

@@ -98,7 +98,7 @@ def test_auditor_filters_explores_and_exports_read_only(
     receipt.get_by_role("link", name=task_id[:8]).click()
     expect(page.locator("h1")).to_contain_text(task_id)
     expect(page).to_have_url(re.compile(rf"/tasks/{task_id}#timeline-title$"))
-    expect(page.locator("#actions-title + p")).to_contain_text("read-only access")
+    expect(page.locator("#recovery-panel")).to_contain_text("read-only access")
     operation = page.locator(f"#entry-op-{applied.audit_id}")
     expect(operation).to_contain_text(REASON)
     no_write_controls(page)

@@ -546,7 +546,8 @@ def test_two_tabs_submitting_the_same_decision_make_one_submission(
     world: dict[str, Any],
     people: dict[str, TestPerson],
 ) -> None:
-    """I6: the second tab, past any browser-side guard, lands on the first submission."""
+    """I6: the second tab, past any browser-side guard, lands on the first submission; its
+    different decision is said plainly not to have been sent, beside the one that stands."""
     task_id = world["tasks"]["needs_review"]
     sign_in(page, orbit_server, people["operator"])
     review_to_confirm(page, orbit_server, task_id)
@@ -556,7 +557,9 @@ def test_two_tabs_submitting_the_same_decision_make_one_submission(
     submit_decision(page, "execution_settled")
     expect(page.locator(".callout.ok h2")).to_have_text("Applied")
     submit_decision(second, "execution_settled")
-    expect(second.locator(".messages")).to_contain_text("had already been submitted")
+    expect(second.locator("#set-aside")).to_contain_text("Your decision was not sent")
+    expect(second.locator("#set-aside-mine")).to_contain_text('"outcome": "SUCCEEDED"')
+    expect(second.locator("#set-aside-standing")).to_contain_text('"outcome": "FAILED"')
     expect(second).to_have_url(page.url)
 
     assert Submission.objects.filter(task_id=task_id).count() == 1

@@ -356,7 +356,9 @@ def test_task_page_links_the_retry_chain_both_ways(
 
 
 def actions_of(html: str) -> str:
-    return element(html, r'<section class="panel" aria-labelledby="actions-title">.*?</section>')
+    return element(
+        html, r'<section class="panel" aria-labelledby="actions-title"[^>]*>.*?</section>'
+    )
 
 
 def availability(html: str, action: str) -> str | None:

@@ -91,7 +91,15 @@ def test_review_wizard_starts_at_verify_with_a_signed_pin(
     pinned = signing.loads(pin, salt=PIN_SALT)
     # Action, task, the revision shown, the frozen attempt timeout, the task's queue and
     # namespace (which go with the decision into the console's records).
-    assert pinned == ["review", task_id, "3", 10000, world["queue_id"], world["namespace_id"]]
+    assert pinned == [
+        "review",
+        task_id,
+        "3",
+        10000,
+        world["queue_id"],
+        world["namespace_id"],
+        "object.prepare",  # the handler, for the approvals queue
+    ]
     assert "Pinned revision 3" in text_of(page.text)
     assert {"checked_history", "checked_late_evidence", "checked_external", "checked_lease"} <= set(
         form.names

@@ -12,6 +12,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core import signing
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Lower
 
 from orbit_console.console.models import ConsoleEvent
 from orbit_console.lib.keyset import older_than
@@ -84,7 +85,9 @@ def ambiguous(filters: Filters) -> dict[str, list[str]]:
 def events(filters: Filters) -> QuerySet[ConsoleEvent]:
     rows = _in_scope(filters).select_related("actor", "submission", "proposal")
     if filters.person:
-        rows = rows.filter(actor__username__istartswith=filters.person)
+        # In any case, also under MySQL's binary collation (where LIKE keeps case).
+        person = filters.person.lower()
+        rows = rows.alias(actor_name=Lower("actor__username")).filter(actor_name__startswith=person)
     if filters.kind:
         rows = rows.filter(kind=filters.kind)
     if filters.outcome:

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 
 from orbit_console.ledger.errors import Unauthenticated
 from orbit_console.ledger.models import Credential
+from orbit_console.ledger.tables import APPLICATIONS, CREDENTIALS
 
 TOKEN_PREFIX = "orb_"  # noqa: S105 -- a prefix, not a secret
 _BEARER = re.compile(r"Bearer ([A-Za-z0-9._~+/=-]{1,512})", re.IGNORECASE)
@@ -31,28 +32,53 @@ def authenticate(request: HttpRequest, *, now: datetime) -> Credential:
 
     Missing, malformed, unknown, expired and revoked tokens and tokens of a disabled
     application all get the same answer, so that a caller learns nothing about other tokens.
+    One query reads the credential, its application's switch and its current queue scope (C3),
+    which ``queue_scope`` then answers for the rest of the request.
     """
     match = _BEARER.fullmatch(request.headers.get("Authorization", ""))
     if match is None:
         raise Unauthenticated("a valid bearer token is required")
-    credential = (
-        Credential.objects.select_related("application")
-        .filter(token_hash=hash_token(match.group(1)))
-        .first()
-    )
+    credential, enabled = _credential_of(hash_token(match.group(1)))
     if (
         credential is None
         or credential.revoked_at is not None
         or (credential.expires_at is not None and credential.expires_at <= now)
-        or not credential.application.enabled
+        or not enabled
     ):
         raise Unauthenticated("a valid bearer token is required")
     return credential
 
 
+def _credential_of(token_hash: str) -> tuple[Credential | None, bool]:
+    """The credential with this token hash and whether its application is enabled; its queue
+    scope is kept on it. One row per queue of the scope (one with NULL for none)."""
+    connection = CREDENTIALS.connection
+    scope = connection.ops.quote_name(Credential.queues.through._meta.db_table)
+    sql = (
+        f"SELECT {CREDENTIALS.select_columns('c')}, a.enabled, cq.queue_id "  # noqa: S608 -- the models' own names
+        f"FROM {CREDENTIALS.table} c JOIN {APPLICATIONS.table} a ON a.id = c.application_id "
+        f"LEFT JOIN {scope} cq ON cq.credential_id = c.id WHERE c.token_hash = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [token_hash])
+        rows = cursor.fetchall()
+    if not rows:
+        return None, False
+    width = len(CREDENTIALS.fields)
+    credential = CREDENTIALS.from_row(rows[0][:width])
+    queues = frozenset(row[width + 1] for row in rows if row[width + 1] is not None)
+    credential._queue_scope = queues or None  # type: ignore[attr-defined]
+    return credential, bool(rows[0][width])
+
+
 def queue_scope(credential: Credential) -> frozenset[str] | None:
     """The queue ids the credential is limited to, or ``None`` for its whole namespace: read
-    when asked, so that every call checks the current scope (C3)."""
+    with the credential when the request authenticated (or now), so that every call checks
+    the current scope (C3)."""
+    try:
+        return credential._queue_scope  # type: ignore[attr-defined,no-any-return]
+    except AttributeError:
+        pass
     through = Credential.queues.through.objects
     ids = frozenset(through.filter(credential_id=credential.id).values_list("queue_id", flat=True))
     return ids or None

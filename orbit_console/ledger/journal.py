@@ -9,41 +9,49 @@ from django.db import connection
 
 from orbit_console.ledger import chain
 from orbit_console.ledger.errors import ApplicationFull, QueueFull
-from orbit_console.ledger.models import Application, OperationAudit, Queue, ResultEvent, Task
+from orbit_console.ledger.models import OperationAudit, ResultEvent, Task
 from orbit_console.ledger.publish import announce_on_commit
 from orbit_console.ledger.serializers import json_text
+from orbit_console.ledger.tables import APPLICATIONS, AUDIT, EVENTS, QUEUES
 from orbit_console.lib import auditkeys
 from orbit_console.lib.ids import new_id
 
 
-def take_quota(task: Task) -> tuple[Queue, Application]:
+def take_quota(task: Task) -> None:
     """RT7: lock the queue, then the application (the same order everywhere), and refuse when
-    either is full. The caller increments both after creating the task."""
-    queue = Queue.objects.select_for_update().get(id=task.queue_id)
-    if queue.in_use >= queue.capacity:
+    either is full. The caller counts the task in (``hold_quota``) once it is created."""
+    queue = QUEUES.one("id = %s", [task.queue_id], for_update=True)
+    if queue is None or queue.in_use >= queue.capacity:
         raise QueueFull(
             "the queue is full; send the same request again later",
             retry_after_ms=settings.ORBIT_RETRY_AFTER_MS,
         )
-    application = Application.objects.select_for_update().get(id=task.application_id)
-    if not application.enabled or application.in_use >= application.quota:
+    application = APPLICATIONS.one("id = %s", [task.application_id], for_update=True)
+    if application is None or not application.enabled or application.in_use >= application.quota:
         raise ApplicationFull(
             "the application's quota is used up; send the same request again later",
             retry_after_ms=settings.ORBIT_RETRY_AFTER_MS,
         )
-    return queue, application
+
+
+def hold_quota(task: Task) -> None:
+    """Count a task just created (after ``take_quota``) in its queue's and application's use."""
+    _count(task, "in_use = in_use + 1")
 
 
 def release_quota(task: Task) -> None:
-    """RV5: a task leaving the non-terminal states gives back one unit of quota.
+    """RV5: a task leaving the non-terminal states gives back one unit of quota."""
+    _count(task, "in_use = in_use - 1", only_if="in_use > 0")
 
-    Plain SQL: every settlement runs these two counters, and building them through the ORM
+
+def _count(task: Task, assignment: str, *, only_if: str = "") -> None:
+    """Plain SQL: every settlement runs these two counters, and building them through the ORM
     cost a tenth of a review's CPU (docs/performance.md)."""
+    condition = f" AND {only_if}" if only_if else ""
     with connection.cursor() as cursor:
-        for model, row_id in ((Queue, task.queue_id), (Application, task.application_id)):
-            table = connection.ops.quote_name(model._meta.db_table)
+        for rows, row_id in ((QUEUES, task.queue_id), (APPLICATIONS, task.application_id)):
             cursor.execute(
-                f"UPDATE {table} SET in_use = in_use - 1 WHERE id = %s AND in_use > 0",  # noqa: S608 -- a model's own table name
+                f"UPDATE {rows.table} SET {assignment} WHERE id = %s{condition}",  # noqa: S608 -- fixed text and a model's own table
                 [row_id],
             )
 
@@ -62,17 +70,18 @@ def write_audit(
 ) -> OperationAudit:
     """Append to the task's audit chain. The caller holds the task's row lock (or created the
     task in this transaction), so the chain's tail cannot move under us."""
-    previous = (
-        OperationAudit.objects.filter(task_id=task.id)
-        .order_by("-seq")
-        .values("seq", "entry_hash")
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT seq, entry_hash FROM {AUDIT.table} WHERE task_id = %s "  # noqa: S608 -- the model's own table
+            "ORDER BY seq DESC LIMIT 1",
+            [task.id],
+        )
+        previous = cursor.fetchone()
     record = OperationAudit(
         id=new_id(),
         namespace_id=task.namespace_id,
         task_id=task.id,
-        seq=previous["seq"] + 1 if previous else 1,
+        seq=previous[0] + 1 if previous else 1,
         operation_id=operation_id,
         actor_id=actor_id,
         action=action,
@@ -81,22 +90,24 @@ def write_audit(
         before=json_text(before),
         after=json_text(after),
         created_at=now,
-        prev_hash=previous["entry_hash"] if previous else "",
+        prev_hash=previous[1] if previous else "",
         key_id=auditkeys.current_key_id(),
     )
     record.entry_hash = chain.entry_hash(record)
-    record.save(force_insert=True)
+    AUDIT.insert(record)
     announce_on_commit(record)
     return record
 
 
 def record_result_event(task: Task, *, kind: str, now: datetime) -> None:
-    ResultEvent.objects.create(
-        namespace_id=task.namespace_id,
-        task_id=task.id,
-        kind=kind,
-        state=task.state,
-        revision=task.revision,
-        result=task.result,
-        created_at=now,
+    EVENTS.insert(
+        ResultEvent(
+            namespace_id=task.namespace_id,
+            task_id=task.id,
+            kind=kind,
+            state=task.state,
+            revision=task.revision,
+            result=task.result,
+            created_at=now,
+        )
     )

@@ -17,7 +17,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from orbit_console.ledger.auth import hash_token, new_token
-from orbit_console.ledger.journal import record_result_event, release_quota, take_quota, write_audit
+from orbit_console.ledger.journal import (
+    hold_quota,
+    record_result_event,
+    release_quota,
+    take_quota,
+    write_audit,
+)
 from orbit_console.ledger.models import (
     RECOVERY_PERMISSIONS,
     Application,
@@ -184,10 +190,9 @@ def task_accept(
     )
     application = Application.objects.filter(namespace_id=queue.namespace_id).order_by("created_at")
     task.application_id = application.values_list("id", flat=True).first() or ""
-    locked_queue, locked_application = take_quota(task)
+    take_quota(task)
     task.save(force_insert=True)
-    Queue.objects.filter(id=locked_queue.id).update(in_use=F("in_use") + 1)
-    Application.objects.filter(id=locked_application.id).update(in_use=F("in_use") + 1)
+    hold_quota(task)
     write_audit(
         task=task,
         operation_id=new_id(),

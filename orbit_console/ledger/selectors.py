@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core import signing
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from orbit_console.ledger.auth import queue_scope
@@ -21,6 +22,7 @@ from orbit_console.ledger.models import (
     OperationAudit,
     Task,
 )
+from orbit_console.ledger.tables import ATTEMPTS, AUDIT, REPORTS, TASKS
 from orbit_console.lib.keyset import older_than
 
 MAX_CURSOR_CHARS = 1024  # AU2
@@ -29,10 +31,9 @@ _CURSOR_SALT = "orbit.ledger.cursor"
 
 def task_in_scope(credential: Credential, task_id: str, *, for_update: bool = False) -> Task:
     """The task if it exists inside the credential's scope; otherwise 404, whichever it is."""
-    tasks = Task.objects.all()
-    if for_update:
-        tasks = tasks.select_for_update()
-    task = tasks.filter(id=task_id, namespace_id=credential.namespace_id).first()
+    task = TASKS.one(
+        "id = %s AND namespace_id = %s", [task_id, credential.namespace_id], for_update=for_update
+    )
     scope = queue_scope(credential)
     if task is None or (scope is not None and task.queue_id not in scope):
         raise NotFound("no such task")
@@ -40,11 +41,13 @@ def task_in_scope(credential: Credential, task_id: str, *, for_update: bool = Fa
 
 
 def retry_successor_id(task: Task) -> str | None:
-    return (
-        Task.objects.filter(namespace_id=task.namespace_id, retry_of=task.id)
-        .values_list("id", flat=True)
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {TASKS.table} WHERE namespace_id = %s AND retry_of = %s",  # noqa: S608
+            [task.namespace_id, task.id],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 # --- Cursors ----------------------------------------------------------------------------------
@@ -112,7 +115,7 @@ def operations_page(
 
 def operation_of_task(task: Task, audit_id: str) -> OperationAudit:
     """AU5: 404 when missing or when it belongs to another task."""
-    record = OperationAudit.objects.filter(id=audit_id, task_id=task.id).first()
+    record = AUDIT.one("id = %s AND task_id = %s", [audit_id, task.id])
     if record is None:
         raise NotFound("no such operation on this task")
     return record
@@ -161,18 +164,20 @@ def attempts_page(
 ) -> tuple[list[tuple[Attempt, list[AttemptReport]]], str | None]:
     """A task's executions, newest first, each with the late reports appended to it."""
     binding = CursorBinding("attempts", task.namespace_id, task.id)
-    attempts = Attempt.objects.filter(task_id=task.id)
+    where, params = "task_id = %s", [task.id]
     if cursor is not None:
         (before_number,) = decode_cursor(binding, cursor)
-        attempts = attempts.filter(number__lt=int(before_number))
-    page = list(attempts.order_by("-number")[: limit + 1])
+        where, params = f"{where} AND number < %s", [*params, int(before_number)]
+    page = ATTEMPTS.many(where, params, order_by="number DESC", limit=limit + 1)
     next_cursor = None
     if len(page) > limit:
         page = page[:limit]
         next_cursor = encode_cursor(binding, [page[-1].number])
     reports: dict[str, list[AttemptReport]] = {attempt.id: [] for attempt in page}
-    for report in AttemptReport.objects.filter(attempt_id__in=reports).order_by(
-        "received_at", "id"
-    ):
-        reports[report.attempt_id].append(report)
+    if reports:
+        marks = ", ".join(["%s"] * len(reports))
+        for report in REPORTS.many(
+            f"attempt_id IN ({marks})", list(reports), order_by="received_at, id"
+        ):
+            reports[report.attempt_id].append(report)
     return [(attempt, reports[attempt.id]) for attempt in page], next_cursor

@@ -24,30 +24,29 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from orbit_console.ledger.errors import IdempotencyConflict, InvalidArgument, StateConflict
 from orbit_console.ledger.journal import (
+    hold_quota,
     record_result_event,
     release_quota,
     take_quota,
     write_audit,
 )
 from orbit_console.ledger.models import (
-    Application,
     Credential,
     IdempotencyRecord,
     OwnerKind,
     Plan,
     PlanTrigger,
-    Queue,
     Task,
     TaskState,
 )
 from orbit_console.ledger.requests import RetryRequest, ReviewRequest
 from orbit_console.ledger.selectors import retry_successor_id, task_in_scope
 from orbit_console.ledger.serializers import task_detail
+from orbit_console.ledger.tables import RECEIPTS, TASKS
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.strictjson import RawJSON, dumps
 
@@ -107,15 +106,8 @@ def _review(credential: Credential, task_id: str, key: str, request: ReviewReque
     task.revision += 1
     task.completed_at = now
     task.updated_at = now
-    task.save(
-        update_fields=[
-            "state",
-            "result",
-            "effect_uncertain",
-            "revision",
-            "completed_at",
-            "updated_at",
-        ]
+    TASKS.update(
+        task, ["state", "result", "effect_uncertain", "revision", "completed_at", "updated_at"]
     )
     release_quota(task)
     audit = write_audit(
@@ -202,7 +194,7 @@ def _retry(credential: Credential, task_id: str, key: str, request: RetryRequest
 
     _require_retryable(source, request.expected_revision)
     deadline, available_at = _retry_times(source, request, now)
-    queue, application = take_quota(source)
+    take_quota(source)
 
     child = Task(
         id=new_id(),
@@ -231,9 +223,8 @@ def _retry(credential: Credential, task_id: str, key: str, request: RetryRequest
         updated_at=now,
         retry_of=source.id,
     )
-    child.save(force_insert=True)
-    Queue.objects.filter(id=queue.id).update(in_use=F("in_use") + 1)
-    Application.objects.filter(id=application.id).update(in_use=F("in_use") + 1)
+    TASKS.insert(child)
+    hold_quota(child)
 
     operation_id = new_id()
     audit = write_audit(
@@ -351,15 +342,10 @@ def _replay(
 ) -> Receipt | None:
     """C7: the stored receipt for this scope and key, ``IdempotencyConflict`` when the body
     differs, ``None`` when there is none (or it has outlived its retention, C8)."""
-    record = (
-        IdempotencyRecord.objects.select_for_update()
-        .filter(
-            namespace_id=credential.namespace_id,
-            action=action,
-            task_id=task.id,
-            key_digest=key_digest(key),
-        )
-        .first()
+    record = RECEIPTS.one(
+        "namespace_id = %s AND action = %s AND task_id = %s AND key_digest = %s",
+        [credential.namespace_id, action, task.id, key_digest(key)],
+        for_update=True,
     )
     if record is None:
         return None
@@ -390,7 +376,7 @@ def _store_receipt(
     detail: dict[str, Any],
     now: datetime,
 ) -> None:
-    IdempotencyRecord.objects.create(
+    receipt = IdempotencyRecord(
         namespace_id=credential.namespace_id,
         action=action,
         task_id=task.id,
@@ -402,3 +388,4 @@ def _store_receipt(
         created_at=now,
         expires_at=now + timedelta(hours=settings.ORBIT_IDEMPOTENCY_RETENTION_HOURS),
     )
+    RECEIPTS.insert(receipt)

@@ -21,6 +21,7 @@ which is how idempotent replays are recognised (O4).
 
 import json
 import json.decoder
+import json.encoder
 import json.scanner
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -295,8 +296,8 @@ def _pretty(value: Any, indent: int, depth: int) -> str:
     return _scalar(value)
 
 
-def _string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+# What ``json.dumps(text, ensure_ascii=False)`` returns, without building an encoder per call.
+_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def _scalar(value: Any) -> str:

@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django (static files and the liveness probe at the edge,
-``ops/edge.py``), WebSockets through Channels with session authentication and an Origin
-check, closed as "paused" rather than failed while the database is away (``ops/sockets.py``).
+``ops/edge.py``; the recovery API through a handler of its own, ``ops/handler.py``), WebSockets
+through Channels with session authentication and an Origin check, closed as "paused" rather
+than failed while the database is away (``ops/sockets.py``).
 
 ``daphne orbit_console.asgi:application`` serves both.
 """
@@ -10,9 +11,10 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbit_console.settings")
 
-from orbit_console.ops.handler import get_asgi_application
+from orbit_console.ops.handler import get_api_application, get_asgi_application
 
 django_asgi_app = get_asgi_application()
+api_app = get_api_application()
 
 # Imported once Django is set up: they load models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
@@ -29,7 +31,7 @@ gc.freeze()
 
 application = ProtocolTypeRouter(
     {
-        "http": Edge(django_asgi_app),
+        "http": Edge(django_asgi_app, api=api_app),
         "websocket": AllowedHostsOriginValidator(
             OutageGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),

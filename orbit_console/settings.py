@@ -82,13 +82,24 @@ SYNC_MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+# The recovery API's own chain (/v1/, ops/handler.ApiHandler): synchronous, run with the view in
+# one hop. A bearer-token API has no sessions, CSRF, people, languages or sign-in throttling.
+API_MIDDLEWARE = [
+    "orbit_console.ops.middleware.RequestIdMiddleware",
+    "orbit_console.ops.middleware.AccessLogMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
 # Django's deploy checks look for its security, CSRF and clickjacking middleware in MIDDLEWARE
 # only; orbit.W003 (ops/checks.py) asks the same of MIDDLEWARE and SYNC_MIDDLEWARE together.
 SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, with the signed-in user read in one plain query.
+    "orbit_console.console.backends.PeopleBackend",
 ]
 
 ROOT_URLCONF = "orbit_console.urls"
@@ -209,6 +220,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:work_queue"
 LOGOUT_REDIRECT_URL = "login"
+# Django's database sessions, read with one plain query (ops/sessions.py).
+SESSION_ENGINE = "orbit_console.ops.sessions"
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 8 * 3600, minimum=60)
 # Sign-in throttling (django-axes, console/throttle.py): within AXES_COOLOFF_TIME, sign-in is
 # refused after AXES_FAILURE_LIMIT failures for one user name from one address, after

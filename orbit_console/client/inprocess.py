@@ -1,15 +1,18 @@
 """The embedded recovery API of this very process, reached without the network.
 
 When the console runs on the embedded API (no ``ORBIT_API_URL``, no ``ORBIT_EMBEDDED_API_URL``),
-its client sends each request through Django's ASGI handler in the same process instead of
-out through TCP and back in through the server. The boundary is the same: the request is a
-real HTTP request to ``/v1/...`` with the person's bearer token, through the same URL
-configuration, middleware, authentication, permission checks, audit and error envelope; only
-the socket and the second trip through the server are gone (docs/architecture.md).
+its client sends each request through the API's own handler in the same process
+(``ops/handler.ApiHandler``) instead of out through TCP and back in through the server. The
+boundary is the same: the request is a real HTTP request to ``/v1/...`` with the person's
+bearer token, through the same URL configuration, middleware, authentication, permission
+checks, audit and error envelope as a request from outside; only the socket and the second
+trip through the server are gone (docs/architecture.md). It is marked in-process, as a part of
+the console request that made it (its database connection's care is that request's).
 
-Each request runs as a task of its own, so the API's middleware (its language, time zone and
-request id) never leaks into the console request that made the call; the client's read
-timeout bounds it as it bounds a request over the network.
+Each request runs as a task of its own, so the API's middleware (its request id) never leaks
+into the console request that made the call, and the API answers in English and UTC whatever
+the console page's language and zone; the client's read timeout bounds it as it bounds a
+request over the network.
 """
 
 import asyncio
@@ -20,17 +23,18 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from orbit_console.ops.handler import IN_PROCESS, get_api_application
+
 CLIENT_ADDRESS = ("127.0.0.1", 0)
 
 
 @functools.cache
 def _handler() -> Any:
-    from orbit_console.ops.handler import SharedThreadASGIHandler
-
-    return SharedThreadASGIHandler()
+    return get_api_application()
 
 
 async def _isolated(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+    scope[IN_PROCESS] = True
     await asyncio.create_task(_handler()(scope, receive, send))
 
 

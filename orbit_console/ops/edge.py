@@ -18,7 +18,9 @@ from typing import Any
 from django.conf import settings
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from orbit_console.lib import live
 from orbit_console.lib.ids import new_request_id
+from orbit_console.ops.handler import is_api_path
 from orbit_console.ops.middleware import REQUEST_ID_HEADER
 
 CHUNK = 64 * 1024
@@ -41,12 +43,20 @@ _LIVE_HEADERS = [
 
 
 class Edge:
-    def __init__(self, application: Any) -> None:
+    """Static files and liveness here; the recovery API to its own handler (``api``); the rest
+    to Django's (``application``). The process's live notifications go out from this loop."""
+
+    def __init__(self, application: Any, api: Any) -> None:
         self.application = application
+        self.api = api
         self.index = WhiteNoiseMiddleware(get_response=None)
         self.prefix = settings.STATIC_URL
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        live.serve_from_running_loop()
+        if scope["type"] == "http" and is_api_path(scope["path"]):
+            await self.api(scope, receive, send)
+            return
         if scope["type"] == "http" and scope["path"] == LIVENESS_PATH:
             await self._live(scope, send)
             return

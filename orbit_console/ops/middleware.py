@@ -79,20 +79,35 @@ class AccessLogMiddleware:
     """
 
     async_capable = True
-    sync_capable = False
+    sync_capable = True
 
-    def __init__(self, get_response: Callable[[HttpRequest], Awaitable[HttpResponse]]) -> None:
+    def __init__(
+        self, get_response: Callable[[HttpRequest], HttpResponse | Awaitable[HttpResponse]]
+    ) -> None:
         self.get_response = get_response
-        markcoroutinefunction(self)
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
-    async def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest):  # type: ignore[no-untyped-def]
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
         started = time.perf_counter()
-        response = await self.get_response(request)
-        elapsed = time.perf_counter() - started
+        response: HttpResponse = self.get_response(request)  # type: ignore[assignment]
+        self._record(request, response, time.perf_counter() - started)
+        return response
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = await self.get_response(request)  # type: ignore[misc]
+        self._record(request, response, time.perf_counter() - started)
+        return response
+
+    @staticmethod
+    def _record(request: HttpRequest, response: HttpResponse, elapsed: float) -> None:
         match = request.resolver_match
         view = match.view_name if match is not None and match.view_name else "unmatched"
         if view.endswith("metrics"):
-            return response
+            return
         REQUEST_LATENCY.labels(
             view=view, method=request.method, status=response.status_code
         ).observe(elapsed)
@@ -106,7 +121,6 @@ class AccessLogMiddleware:
                 "view": view,
             },
         )
-        return response
 
 
 def _never_called(request: HttpRequest) -> HttpResponse:

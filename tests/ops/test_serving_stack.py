@@ -24,7 +24,7 @@ from django.urls import path
 from django.utils.deprecation import MiddlewareMixin
 
 from orbit_console.ops.checks import grouped_middleware
-from orbit_console.ops.handler import SharedThreadASGIHandler
+from orbit_console.ops.handler import ApiHandler, SharedThreadASGIHandler
 from orbit_console.ops.middleware import SyncMiddlewareGroup
 
 MODULE = __name__
@@ -212,3 +212,82 @@ def test_every_requests_sync_work_runs_on_one_thread(settings: Any, live_db: Non
     settings.ROOT_URLCONF = MODULE
     assert len(asyncio.run(threads_serving(ASGIHandler(), 3))) == 3
     assert len(asyncio.run(threads_serving(SharedThreadASGIHandler(), 3))) == 1
+
+
+# --- The recovery API's handler: its own chain, one hop -----------------------------------------
+
+
+def context_seen(request: HttpRequest) -> HttpResponse:
+    """What an API view finds around it: its language and time zone, and whether the console's
+    chain (sessions, people) ran."""
+    from django.utils import timezone, translation
+
+    seen = [translation.get_language(), timezone.get_current_timezone_name()]
+    seen.append("session" if hasattr(request, "session") else "no session")
+    return HttpResponse(" ".join(seen))
+
+
+urlpatterns += [path("v1/seen", context_seen), path("v1/thread", thread_of)]
+
+
+def api_handler(settings: Any) -> ApiHandler:
+    settings.ROOT_URLCONF = MODULE
+    return ApiHandler()
+
+
+def test_an_api_request_is_served_in_one_hop(settings: Any, monkeypatch: Any) -> None:
+    """The request signals, API_MIDDLEWARE, the view and closing the response: one hop to the
+    sync thread, where Django's handler makes one per signal, per sync middleware and for the
+    view (issue 12)."""
+    from orbit_console.ops import handler as handlers
+
+    hops: list[str] = []
+    real = handlers.sync_to_async
+
+    def counting(function: Any, **kwargs: Any) -> Any:
+        hops.append(function.__name__)
+        return real(function, **kwargs)
+
+    monkeypatch.setattr(handlers, "sync_to_async", counting)
+    handler = api_handler(settings)
+
+    async def twice() -> list[str]:
+        transport = httpx.ASGITransport(app=handler)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return [(await c.get("/v1/thread")).text for _ in range(2)]
+
+    first, second = asyncio.run(twice())
+    assert first == second, "the API's sync work ran on two threads"
+    assert hops == ["_respond", "_respond"]
+
+
+def test_the_api_runs_its_own_chain_in_english_and_utc(settings: Any) -> None:
+    """Called in-process from a console page in another language and zone, the API answers
+    as it would over the network: English, UTC, and none of the console's chain."""
+    from django.utils import timezone, translation
+
+    handler = api_handler(settings)
+
+    async def from_a_chinese_page() -> httpx.Response:
+        translation.activate("zh-hans")
+        timezone.activate("Asia/Shanghai")
+        transport = httpx.ASGITransport(app=handler)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return await c.get("/v1/seen", headers={"Accept-Language": "zh-hans"})
+
+    answer = asyncio.run(from_a_chinese_page())
+    assert answer.text == "en UTC no session"
+    assert "set-cookie" not in answer.headers
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert len(answer.headers["x-request-id"]) == 32
+
+
+def test_the_api_chain_refuses_async_only_middleware(settings: Any) -> None:
+    settings.API_MIDDLEWARE = [
+        *settings.API_MIDDLEWARE,
+        "orbit_console.console.middleware.TimezoneMiddleware",
+    ]
+    settings.ROOT_URLCONF = MODULE
+    with pytest.raises(ImproperlyConfigured, match="TimezoneMiddleware"):
+        ApiHandler()

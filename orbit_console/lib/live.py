@@ -8,6 +8,7 @@ that every channel layer can carry them.
 """
 
 import asyncio
+import collections
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -41,9 +42,16 @@ def task_group(task_id: str) -> str:
 
 
 def publish(group: str, message: dict[str, Any]) -> bool:
-    """Send to a group now, within ``ORBIT_PUBLISH_TIMEOUT``. A failure or a timeout is logged
-    and counted, never raised: a write must not fail, nor wait on a hung channel layer, because
-    a notification could not go out (viewers catch up when they reconnect)."""
+    """Send to a group within ``ORBIT_PUBLISH_TIMEOUT``. A failure or a timeout is logged and
+    counted, never raised: a write must not fail, nor wait on a hung channel layer, because a
+    notification could not go out (viewers catch up when they reconnect).
+
+    In a server process the message goes to the process's outbox (``Outbox``) and the thread
+    that committed goes on at once; ``True`` then means "handed over". Elsewhere (a command, a
+    script, a test) it is sent before this returns, and ``True`` means "sent"."""
+    outbox = _outbox
+    if outbox is not None and outbox.put(group, message):
+        return True
     layer = get_channel_layer()
     if layer is None:
         return False
@@ -57,10 +65,75 @@ def publish(group: str, message: dict[str, Any]) -> bool:
         else:
             send(layer, group, message)
     except Exception:
-        PUBLISH_FAILURES.inc()
-        logger.exception("channel layer publish failed", extra={"group": group})
+        _failed(group)
         return False
     return True
+
+
+def _failed(group: str) -> None:
+    PUBLISH_FAILURES.inc()
+    logger.exception("channel layer publish failed", extra={"group": group})
+
+
+class Outbox:
+    """The live notifications of one server process, sent from its event loop in the order they
+    were committed, one at a time, each within ``ORBIT_PUBLISH_TIMEOUT``.
+
+    Publishing from the thread that committed used to wait for the channel layer (a hop to the
+    loop and a Redis round trip) while that thread, the process's one sync thread, held every
+    other request's database work (docs/performance.md). At most ``capacity`` wait; beyond that
+    (a channel layer that stopped answering) new ones are dropped and counted as failures.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, capacity: int = 10_000) -> None:
+        self.loop = loop
+        self.capacity = capacity
+        self._waiting: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+        self._draining = False
+
+    def put(self, group: str, message: dict[str, Any]) -> bool:
+        """Hand a message to the loop; ``False`` when the loop is gone."""
+        try:
+            self.loop.call_soon_threadsafe(self._add, group, message)
+        except RuntimeError:  # the loop was closed
+            return False
+        return True
+
+    def _add(self, group: str, message: dict[str, Any]) -> None:
+        if len(self._waiting) >= self.capacity:
+            PUBLISH_FAILURES.inc()
+            logger.warning("live outbox full: a notification was dropped", extra={"group": group})
+            return
+        self._waiting.append((group, message))
+        if not self._draining:
+            self._draining = True
+            self.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                group, message = self._waiting.popleft()
+                layer = get_channel_layer()
+                if layer is None:
+                    continue
+                try:
+                    await _send_within(layer, group, message)
+                except Exception:
+                    _failed(group)
+        finally:
+            self._draining = False
+
+
+_outbox: Outbox | None = None
+
+
+def serve_from_running_loop() -> None:
+    """Called on a server's event loop (by the ASGI handler): publish from this loop's outbox
+    from now on. Cheap when it already does."""
+    global _outbox
+    loop = asyncio.get_running_loop()
+    if _outbox is None or _outbox.loop is not loop:
+        _outbox = Outbox(loop)
 
 
 async def _send_within(layer: Any, group: str, message: dict[str, Any]) -> None:

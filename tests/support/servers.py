@@ -1,8 +1,10 @@
-"""Real servers for tests: daphne processes on the test database, as in production.
+"""Real servers for tests: worker processes on the test database, as in production.
 
-Each server is ``daphne orbit_console.asgi:application`` in its own process with the test
-database's ``DATABASE_URL``, so tests talk to the recovery API and the console over real
-HTTP and WebSockets. Data a test wants the server to see must be committed (see ``live_db``).
+Each server is one worker of ``manage.py serve`` (``ops/workers.worker_argv``: uvicorn, or
+daphne with ``ORBIT_SERVER=daphne``) serving ``orbit_console.asgi:application`` in its own
+process with the test database's ``DATABASE_URL``, so tests talk to the recovery API and the
+console over real HTTP and WebSockets. Data a test wants the server to see must be committed
+(see ``live_db``).
 """
 
 import os
@@ -16,6 +18,8 @@ from typing import BinaryIO
 import httpx
 from django.conf import settings
 from django.db import connection
+
+from orbit_console.ops.workers import default_server, worker_argv
 
 LOG_DIR = Path(settings.VAR_DIR) / "test-logs"
 
@@ -95,19 +99,9 @@ class DaphneServer:
         env = child_env(**self.extra_env)
         log = self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-v",
-                "0",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                *(["--proxy-headers"] if self.proxy_headers else []),
-                "orbit_console.asgi:application",
-            ],
+            worker_argv(
+                default_server(), host="127.0.0.1", port=self.port, proxy_headers=self.proxy_headers
+            ),
             cwd=settings.BASE_DIR,
             env=env,
             stdout=log,

@@ -1,5 +1,7 @@
-"""``manage.py serve [--bind HOST:PORT] [--workers N] [--proxy-headers]``: one replica's whole
-serving shape — HTTP and WebSockets on one address, served by N daphne worker processes.
+"""``manage.py serve [--bind HOST:PORT] [--workers N] [--server uvicorn|daphne] [--proxy-headers]``:
+one replica's whole serving shape — HTTP and WebSockets on one address, served by N worker
+processes of an ASGI server (uvicorn unless ``ORBIT_SERVER`` or ``--server`` says daphne;
+ops/workers.py says why).
 
 Each worker gets its own listening socket on the same address (``SO_REUSEPORT``), so the
 kernel spreads new connections over the workers and every core serves. The supervisor keeps
@@ -12,16 +14,19 @@ are refused. The default with Redis is one worker per core (``ORBIT_WORKERS`` ov
 """
 
 import socket
-import sys
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from orbit_console.ops.supervisor import Child, Supervisor
-from orbit_console.ops.workers import default_workers, shares_channel_layer
-
-APPLICATION = "orbit_console.asgi:application"
+from orbit_console.ops.workers import (
+    SERVERS,
+    default_server,
+    default_workers,
+    shares_channel_layer,
+    worker_argv,
+)
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -48,7 +53,7 @@ def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
 
 
 class Command(BaseCommand):
-    help = "Serve HTTP and WebSockets on one address with N daphne worker processes."
+    help = "Serve HTTP and WebSockets on one address with N worker processes."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--bind", default="127.0.0.1:8000", help="HOST:PORT")
@@ -58,6 +63,12 @@ class Command(BaseCommand):
             default=None,
             help="worker processes (default: ORBIT_WORKERS, else one per core with REDIS_URL, "
             "else 1)",
+        )
+        parser.add_argument(
+            "--server",
+            choices=SERVERS,
+            default=None,
+            help="the ASGI server of each worker (default: ORBIT_SERVER, else uvicorn)",
         )
         parser.add_argument(
             "--proxy-headers",
@@ -77,27 +88,17 @@ class Command(BaseCommand):
             )
         sockets = listening_sockets(host, port, workers)
         port = sockets[0].getsockname()[1]
-        proxy = ["--proxy-headers"] if options["proxy_headers"] else []
+        server = options["server"] or default_server()
         children = [
             Child(
                 name=f"web-{index}",
-                argv=[
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "--fd",
-                    str(sock.fileno()),
-                    "-v",
-                    "0",
-                    *proxy,
-                    APPLICATION,
-                ],
+                argv=worker_argv(server, fd=sock.fileno(), proxy_headers=options["proxy_headers"]),
                 pass_fds=(sock.fileno(),),
             )
             for index, sock in enumerate(sockets)
         ]
         shown = f"[{host}]" if ":" in host else host
-        self.stdout.write(f"Serving on http://{shown}:{port} with {workers} worker(s).")
+        self.stdout.write(f"Serving on http://{shown}:{port} with {workers} {server} worker(s).")
         self.stdout.flush()
         try:
             Supervisor(children, cwd=settings.BASE_DIR).run()

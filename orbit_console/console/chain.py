@@ -8,6 +8,7 @@ from orbit_console.console.models import ChainHead, ConsoleEvent
 from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
 from orbit_console.lib.rfc3339 import format_utc
+from orbit_console.lib.rows import Rows
 
 CONSOLE_CHAIN = "console"
 
@@ -33,18 +34,25 @@ def entry_hash(event: ConsoleEvent) -> str:
     return auditkeys.link(event.key_id, strictjson.canonical(content).encode())
 
 
+_HEADS = Rows(ChainHead)
+_EVENTS = Rows(ConsoleEvent)
+
+
 def append(event: ConsoleEvent) -> ConsoleEvent:
     """Number, link and insert ``event`` at the chain's tail. Call inside a transaction: the
-    head's row lock orders concurrent appends."""
-    head = ChainHead.objects.select_for_update().get(name=CONSOLE_CHAIN)
+    head's row lock orders concurrent appends. (Plain SQL, lib/rows.py: a decision appends
+    three entries on its way to the receipt.)"""
+    head = _HEADS.one("name = %s", [CONSOLE_CHAIN], for_update=True)
+    if head is None:
+        raise ChainHead.DoesNotExist(f"the chain head {CONSOLE_CHAIN!r} is missing")
     event.seq = head.seq + 1
     event.prev_hash = head.last_hash
     event.key_id = auditkeys.current_key_id()
     event.entry_hash = entry_hash(event)
-    event.save(force_insert=True)
+    _EVENTS.insert(event)
     head.seq = event.seq
     head.last_hash = event.entry_hash
-    head.save(update_fields=["seq", "last_hash"])
+    _HEADS.update(head, ["seq", "last_hash"])
     return event
 
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 import httpx
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, Group, User
+from django.db import connection
 
 from orbit_console.client import OrbitClient, inprocess
 from orbit_console.console.models import OrbitCredential
+from orbit_console.lib.rows import Rows
 from orbit_console.lib.secretbox import unseal
 
 OPERATOR = "operator"
@@ -61,19 +63,35 @@ class Person:
         return not self.roles & {OPERATOR, SUPERVISOR}
 
 
+def _roles_of(user_id: int) -> frozenset[str]:
+    groups, memberships = Group._meta.db_table, User.groups.through._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT g.name FROM {groups} g JOIN {memberships} m ON m.group_id = g.id "  # noqa: S608 -- Django's own tables
+            "WHERE m.user_id = %s",
+            [user_id],
+        )
+        names = {name for (name,) in cursor.fetchall()}
+    return frozenset(names & set(ROLES))
+
+
 def role_permissions(roles: frozenset[str]) -> frozenset[str]:
     mapping: dict[str, list[str]] = settings.CONSOLE_ROLE_PERMISSIONS
     return frozenset(permission for role in roles for permission in mapping.get(role, []))
 
 
+_CREDENTIALS = Rows(OrbitCredential)
+
+
 def load_person(user: User | AnonymousUser) -> Person | None:
-    """The signed-in person with roles and effective permissions (sync; one query each)."""
+    """The signed-in person with roles and effective permissions (sync). Every console page
+    asks, so it is two plain queries (lib/rows.py) rather than two through the ORM."""
     if not user.is_authenticated:
         return None
     assert isinstance(user, User)  # noqa: S101 -- the project uses Django's own user model
-    roles = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    roles = _roles_of(user.pk)
     credentials = tuple(
-        OrbitCredential.objects.filter(user=user).order_by("namespace_name", "namespace_id")
+        _CREDENTIALS.many("user_id = %s", [user.pk], order_by="namespace_name, namespace_id")
     )
     permissions = role_permissions(roles)
     # What some credential was issued with (all of the roles' for a token issued elsewhere).

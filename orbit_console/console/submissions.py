@@ -17,9 +17,10 @@ so that the platform's audit names them whoever presses "resend".
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -41,6 +42,7 @@ from orbit_console.console.people import orbit_client
 from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import CONSOLE_EVENT_MESSAGE, publish_on_commit, task_group
+from orbit_console.lib.rows import Rows
 
 logger = logging.getLogger("orbit.console.submissions")
 
@@ -170,11 +172,12 @@ def credential_namespace(user: User) -> str:
     return found[0] if len(found) == 1 else ""
 
 
-async def sending_credential(submission: Submission) -> OrbitCredential | None:
-    """The sender's credential for the submission's namespace. Where the console does not know
-    one of the two namespaces (records and tokens from before it kept them), the sender's only
-    credential: the API judges it."""
-    held = [c async for c in OrbitCredential.objects.filter(user_id=submission.sent_as_id)]
+def sending_credential(
+    submission: Submission, held: Sequence[OrbitCredential]
+) -> OrbitCredential | None:
+    """The sender's credential (of ``held``, the sender's) for the submission's namespace.
+    Where the console does not know one of the two namespaces (records and tokens from before
+    it kept them), the sender's only credential: the API judges it."""
     for credential in held:
         if credential.namespace_id == submission.namespace_id:
             return credential
@@ -186,12 +189,18 @@ async def sending_credential(submission: Submission) -> OrbitCredential | None:
 # --- Sending ----------------------------------------------------------------------------------
 
 
-async def submission_send(submission: Submission, *, actor: User | None) -> Submission:
+async def submission_send(
+    submission: Submission, *, actor: User | None, held: Sequence[OrbitCredential] | None = None
+) -> Submission:
     """Send the stored request (again) and record what came back. ``actor`` is who pressed the
-    button, ``None`` for the reconciler. Returns the submission as it now stands."""
-    credential = await sending_credential(submission)
+    button, ``None`` for the reconciler; ``held``, the credentials of the sender when the
+    caller has them already (the sender's own page). Returns the submission as it now stands."""
+    if held is None or submission.sent_as_id != (actor.pk if actor else None):
+        held = [c async for c in OrbitCredential.objects.filter(user_id=submission.sent_as_id)]
+    credential = sending_credential(submission, held)
     if credential is None:
-        await sync_to_async(_resolve)(
+        return await sync_to_async(_recorded)(
+            _resolve,
             submission.id,
             SubmissionState.REJECTED,
             "submission.rejected",
@@ -199,18 +208,23 @@ async def submission_send(submission: Submission, *, actor: User | None) -> Subm
             error_code="NO_CREDENTIAL",
             error_message="the sender has no Orbit credential for this namespace any more",
         )
-        return await Submission.objects.aget(id=submission.id)
     await sync_to_async(_mark_sent)(submission.id, actor)
     try:
         async with orbit_client(credential) as orbit:
             receipt = await _post(orbit, submission)
     except OutcomeUnknown as unknown:
-        await sync_to_async(_record_unknown)(submission.id, unknown, actor)
+        return await sync_to_async(_recorded)(_record_unknown, submission.id, unknown, actor)
     except OrbitError as error:
-        await sync_to_async(_record_error)(submission.id, error, actor)
-    else:
-        await sync_to_async(_record_receipt)(submission.id, receipt, actor)
-    return await Submission.objects.aget(id=submission.id)
+        return await sync_to_async(_recorded)(_record_error, submission.id, error, actor)
+    return await sync_to_async(_recorded)(_record_receipt, submission.id, receipt, actor)
+
+
+def _recorded(
+    record: Callable[..., None], submission_id: str, *args: Any, **kwargs: Any
+) -> Submission:
+    """Record an answer and read the submission as it then stands, in one hop."""
+    record(submission_id, *args, **kwargs)
+    return Submission.objects.get(id=submission_id)
 
 
 async def _post(orbit, submission: Submission) -> ReviewReceipt | RetryReceipt:  # type: ignore[no-untyped-def]
@@ -223,14 +237,26 @@ async def _post(orbit, submission: Submission) -> ReviewReceipt | RetryReceipt: 
     )
 
 
+_SUBMISSIONS = Rows(Submission)
+
+
+def _locked(submission_id: str) -> Submission:
+    """The submission, its row locked until the transaction ends (plain SQL, lib/rows.py:
+    every send takes it twice)."""
+    submission = _SUBMISSIONS.one("id = %s", [submission_id], for_update=True)
+    if submission is None:
+        raise Submission.DoesNotExist(f"no submission {submission_id}")
+    return submission
+
+
 def _mark_sent(submission_id: str, actor: User | None) -> None:
     with transaction.atomic():
-        submission = Submission.objects.select_for_update().get(id=submission_id)
+        submission = _locked(submission_id)
         now = timezone.now()
         first = submission.send_count == 0
         submission.send_count += 1
         submission.last_sent_at = now
-        submission.save(update_fields=["send_count", "last_sent_at"])
+        _SUBMISSIONS.update(submission, ["send_count", "last_sent_at"])
         kind = "submission.sent" if first else "submission.resent"
         note = "" if actor is not None or first else notes.written(notes.SENT_AGAIN_BY_RECONCILER)
         record_event(kind, submission=submission, actor=actor, note=note, now=now)
@@ -318,7 +344,7 @@ def _reschedule(
     **fields: object,
 ) -> None:
     with transaction.atomic():
-        submission = Submission.objects.select_for_update().get(id=submission_id)
+        submission = _locked(submission_id)
         if not submission.is_open:
             return  # a definite answer arrived first; it stands
         now = timezone.now()
@@ -326,7 +352,7 @@ def _reschedule(
         submission.next_attempt_at = now + after
         for name, value in fields.items():
             setattr(submission, name, value)
-        submission.save()
+        _SUBMISSIONS.update(submission, ["state", "next_attempt_at", *fields])
         record_event(kind, submission=submission, actor=actor, note=note, now=now)
 
 
@@ -340,18 +366,20 @@ def _resolve(
     **fields: object,
 ) -> None:
     with transaction.atomic():
-        submission = Submission.objects.select_for_update().get(id=submission_id)
+        submission = _locked(submission_id)
         if not submission.is_open:
             return
         now = timezone.now()
         submission.state = state
         submission.resolved_at = now
         submission.next_attempt_at = None
+        changed = ["state", "resolved_at", "next_attempt_at", *fields]
         if state == SubmissionState.REJECTED:
             submission.decision_slot = None  # a new decision may be made for this revision
+            changed.append("decision_slot")
         for name, value in fields.items():
             setattr(submission, name, value)
-        submission.save()
+        _SUBMISSIONS.update(submission, changed)
         record_event(kind, submission=submission, actor=actor, note=note, now=now)
         if state == SubmissionState.REJECTED and submission.proposal is not None:
             # The platform refused an approved proposal: it is closed with that answer; a new

@@ -6,7 +6,8 @@ from functools import wraps
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth import get_user
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -23,17 +24,16 @@ class ConsoleRequest(HttpRequest):
 
 
 def console_view(view: AsyncView) -> AsyncView:
-    """Sign-in required; ``request.person`` is loaded once, ``request.user`` resolved so that
-    templates never touch the database lazily from the event loop."""
+    """Sign-in required (else to the sign-in page, as ``login_required``); the user and
+    ``request.person`` are resolved once, in one hop to the sync thread, so that templates
+    never touch the database lazily from the event loop."""
 
-    @login_required
     @wraps(view)
     async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        user = await request.auser()
-        request.user = user
-        person = await sync_to_async(load_person)(user)
-        if person is None:  # pragma: no cover - login_required let an anonymous user through
-            raise PermissionDenied
+        person = await sync_to_async(_signed_in)(request)
+        if person is None:
+            return redirect_to_login(request.get_full_path())
+        request.user = person.user
         request.person = person  # type: ignore[attr-defined]
         try:
             return await view(request, *args, **kwargs)
@@ -52,6 +52,10 @@ def console_view(view: AsyncView) -> AsyncView:
             return await arender(request, "console/api_problem.html", context, status=503)
 
     return wrapper
+
+
+def _signed_in(request: HttpRequest) -> Person | None:
+    return load_person(get_user(request))
 
 
 def requires_role(*roles: str) -> Callable[[AsyncView], AsyncView]:

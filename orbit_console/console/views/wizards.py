@@ -249,7 +249,8 @@ async def _submit(
     submission = outcome.submission
     remember_stored(request, reverse("console:submission", args=[submission.id]))
     if outcome.created:
-        await submission_send(submission, actor=request.user)  # type: ignore[arg-type]
+        person: Person = request.person  # type: ignore[attr-defined]
+        await submission_send(submission, actor=person.user, held=person.credentials)
     elif submission.body != body:
         await set_aside(request, submission.id, body)
     else:

@@ -34,6 +34,26 @@ def task_in_scope(credential: Credential, task_id: str, *, for_update: bool = Fa
     task = TASKS.one(
         "id = %s AND namespace_id = %s", [task_id, credential.namespace_id], for_update=for_update
     )
+    return _in_scope(credential, task)
+
+
+def task_with_successor(credential: Credential, task_id: str) -> tuple[Task, str | None]:
+    """GetTask's read (O1): the task in the credential's scope and its retry successor's id,
+    in one query."""
+    sql = (
+        f"SELECT {TASKS.select_columns('t')}, "  # noqa: S608 -- the model's own names
+        f"(SELECT s.id FROM {TASKS.table} s WHERE s.namespace_id = t.namespace_id "
+        "AND s.retry_of = t.id) "
+        f"FROM {TASKS.table} t WHERE t.id = %s AND t.namespace_id = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [task_id, credential.namespace_id])
+        row = cursor.fetchone()
+    task = _in_scope(credential, TASKS.from_row(row[:-1]) if row else None)
+    return task, row[-1]
+
+
+def _in_scope(credential: Credential, task: Task | None) -> Task:
     scope = queue_scope(credential)
     if task is None or (scope is not None and task.queue_id not in scope):
         raise NotFound("no such task")

@@ -50,8 +50,8 @@ def task_resource(request: HttpRequest, ref: str) -> HttpResponse:
 def get_task(request: HttpRequest, credential: Credential, *, task_id: str) -> Answer:
     """O1: GetTask."""
     query(request, allowed=set())
-    task = selectors.task_in_scope(credential, path_id(task_id, "task_id"))
-    return 200, task_detail(task, retry_successor_id=selectors.retry_successor_id(task))
+    task, successor_id = selectors.task_with_successor(credential, path_id(task_id, "task_id"))
+    return 200, task_detail(task, retry_successor_id=successor_id)
 
 
 @api_endpoint(method="POST", permission=Permission.REVIEW)

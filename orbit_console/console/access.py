@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.http import Http404
 
-from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown
+from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
 from orbit_console.console.models import OrbitCredential
 from orbit_console.console.people import Person, orbit_client
 
@@ -39,6 +39,8 @@ class Verdict:
     at: float  # time.monotonic() of the API's answer
     # Set when the API did not answer this time: the verdict is the last one known.
     unanswered: OutcomeUnknown | None = None
+    # What the API answered, for the caller whose check asked it just now (never kept).
+    answer: object = None
 
     def fresh(self, max_age: float) -> bool:
         return self.allowed and time.monotonic() - self.at < max_age
@@ -80,19 +82,19 @@ class Verdicts:
         finally:
             del self._asking[key]
         asking.set_result(verdict)
-        self._remember(key, verdict, max_age)
+        self._remember(key, dataclasses.replace(verdict, answer=None), max_age)
         return verdict
 
     async def _ask(self, credential: OrbitCredential, task_id: str, known: Verdict) -> Verdict:
         try:
             async with orbit_client(credential) as orbit:
-                await self._probe(orbit, task_id)
+                answer = await self._probe(orbit, task_id)
         except OrbitError:
             return REFUSED
         except OutcomeUnknown as unknown:
             # No answer: the last one stands until it is too old.
             return dataclasses.replace(known, unanswered=unknown)
-        return Verdict(allowed=True, at=time.monotonic())
+        return Verdict(allowed=True, at=time.monotonic(), answer=answer)
 
     def _remember(self, key: Key, verdict: Verdict, max_age: float) -> None:
         if verdict.allowed:
@@ -125,21 +127,27 @@ async def task_credential(person: Person, task_id: str) -> OrbitCredential | Non
     already known to read it is used without asking; otherwise every credential is asked at
     once. Raises ``OutcomeUnknown`` when the API does not answer and no recent answer allows:
     the console fails closed, and says the API is unavailable rather than "not found"."""
+    credential, _ = await _task_reader(person, task_id)
+    return credential
+
+
+async def _task_reader(person: Person, task_id: str) -> tuple[OrbitCredential | None, Task | None]:
+    """``task_credential``, and the task when the check read it from the API just now."""
     max_age = settings.CONSOLE_ACCESS_SECONDS
     for credential in person.credentials:
         if TASK_READ.known(credential, task_id).fresh(max_age):
-            return credential
+            return credential, None
     verdicts = await asyncio.gather(
         *(TASK_READ.check(c, task_id, max_age=max_age) for c in person.credentials)
     )
     unanswered = None
     for credential, verdict in zip(person.credentials, verdicts, strict=True):
         if verdict.fresh(max_age):
-            return credential
+            return credential, verdict.answer if isinstance(verdict.answer, Task) else None
         unanswered = unanswered or verdict.unanswered
     if unanswered is not None:
         raise unanswered
-    return None
+    return None, None
 
 
 async def can_read_task(person: Person, task_id: str) -> bool:
@@ -153,7 +161,17 @@ async def require_task_access(
     """The credential to act on the task with; 404 — the same answer as for something that does
     not exist (C4) — unless the person may see the task. ``what`` names the thing asked for in
     the 404."""
-    credential = await task_credential(person, task_id)
+    credential, _ = await require_task_read(person, task_id, what=what)
+    return credential
+
+
+async def require_task_read(
+    person: Person, task_id: str, *, what: str = "task"
+) -> tuple[OrbitCredential, Task | None]:
+    """``require_task_access``, and the task as the API answered the check when the check
+    asked it just now (``None`` when a recent answer sufficed): a page that shows the task
+    as it is now need not read it twice."""
+    credential, read = await _task_reader(person, task_id)
     if credential is None:
         raise Http404(f"no such {what}")
-    return credential
+    return credential, read

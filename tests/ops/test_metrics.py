@@ -176,6 +176,29 @@ def test_the_wizard_reads_the_attempts_for_the_evidence_step_only(
     assert (after[0] - before[0], after[1] - before[1]) == (3, 1)  # verify, decide, confirm
 
 
+def test_a_receipt_reads_the_task_once(
+    metered: tuple[DaphneServer, FaultyProxy],
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """Issue 12: the submission's page checks that the person may read the task (GetTask) and
+    shows the task as it is now; the check's own read is the one shown (it read two times)."""
+    server, _ = metered
+    task_id = world["tasks"]["needs_review"]
+
+    def reads() -> float:
+        found = values(scrape(server, METRICS_TOKEN), CALLS, operation="GetTask", outcome="200")
+        return sum(found)
+
+    with signed_in(server.url, people["operator"]) as console:
+        confirm = wizard_to_confirm(console, task_id, "review", review_values())
+        submission_id = submission_id_of(wizard_submit(console, task_id, "review", confirm.text))
+        before = reads()
+        receipt = console.get(f"/submissions/{submission_id}")
+        assert receipt.status_code == 200, receipt.text
+        assert reads() - before == 1
+
+
 def test_open_websockets_gauge_follows_a_timeline_socket(
     metered: tuple[DaphneServer, FaultyProxy],
     world: dict[str, Any],

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from orbit_console.client import Task
-from orbit_console.console.access import can_read_task, require_task_access
+from orbit_console.console.access import can_read_task, require_task_access, require_task_read
 from orbit_console.console.models import (
     ConsoleEvent,
     Proposal,
@@ -91,8 +91,8 @@ def _load(proposal_id: str) -> tuple[Proposal, list[ConsoleEvent], Submission | 
 async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpResponse:
     proposal, events, submission = await sync_to_async(_load)(proposal_id)
     person: Person = request.person  # type: ignore[attr-defined]
-    await require_task_access(person, proposal.task_id, what="proposal")
-    current, current_error = await task_now(request, proposal.task_id)
+    _, read = await require_task_read(person, proposal.task_id, what="proposal")
+    current, current_error = await task_now(request, proposal.task_id, read=read)
     applied = submission is not None and submission.state == SubmissionState.SUCCEEDED
     context = {
         "proposal": proposal,

@@ -8,8 +8,8 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from orbit_console.client import OutcomeUnknown
-from orbit_console.console.access import require_task_access
+from orbit_console.client import OutcomeUnknown, Task
+from orbit_console.console.access import require_task_read
 from orbit_console.console.models import ConsoleEvent, Submission
 from orbit_console.console.people import Person
 from orbit_console.console.submissions import submission_send
@@ -34,8 +34,8 @@ def _load(submission_id: str) -> tuple[Submission, list[ConsoleEvent]]:
 async def submission_detail(request: HttpRequest, submission_id: str) -> HttpResponse:
     submission, events = await sync_to_async(_load)(submission_id)
     person: Person = request.person  # type: ignore[attr-defined]
-    await _require_access(person, submission)
-    current, current_error = await task_now(request, submission.task_id)
+    read = await _require_access(person, submission)
+    current, current_error = await task_now(request, submission.task_id, read=read)
     context = {
         "submission": submission,
         "events": events,
@@ -54,14 +54,17 @@ async def submission_detail(request: HttpRequest, submission_id: str) -> HttpRes
     return await arender(request, "console/submission.html", context)
 
 
-async def _require_access(person: Person, submission: Submission) -> None:
+async def _require_access(person: Person, submission: Submission) -> Task | None:
     """The rule of console/access.py, with one exception for an API that does not answer: the
-    people who made or sent a decision still see it, and may send it again (docs/access.md)."""
+    people who made or sent a decision still see it, and may send it again (docs/access.md).
+    The task, when the check has just read it."""
     try:
-        await require_task_access(person, submission.task_id, what="submission")
+        _, read = await require_task_read(person, submission.task_id, what="submission")
     except OutcomeUnknown:
         if person.user.pk not in (submission.created_by_id, submission.sent_as_id):
             raise
+        return None
+    return read
 
 
 def _can_resend(person: Person, submission: Submission) -> bool:

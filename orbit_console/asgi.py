@@ -23,7 +23,11 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from orbit_console.ops.edge import Edge  # noqa: E402
 from orbit_console.ops.sockets import OutageGuard  # noqa: E402
+from orbit_console.ops.warmup import warm_up  # noqa: E402
 from orbit_console.routing import websocket_urlpatterns  # noqa: E402
+
+# What every request reuses is prepared before the first one (ops/warmup.py).
+warm_up()
 
 # Everything loaded so far lives as long as the process: keep it out of the collector's full
 # passes, which otherwise stall every socket for tens of milliseconds (docs/performance.md).

@@ -16,7 +16,6 @@ request over the network.
 """
 
 import asyncio
-import functools
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -28,14 +27,9 @@ from orbit_console.ops.handler import IN_PROCESS, get_api_application
 CLIENT_ADDRESS = ("127.0.0.1", 0)
 
 
-@functools.cache
-def _handler() -> Any:
-    return get_api_application()
-
-
 async def _isolated(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
     scope[IN_PROCESS] = True
-    await asyncio.create_task(_handler()(scope, receive, send))
+    await asyncio.create_task(get_api_application()(scope, receive, send))  # type: ignore[arg-type]
 
 
 class InProcessTransport(httpx.AsyncBaseTransport):

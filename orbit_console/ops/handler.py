@@ -22,6 +22,7 @@ in one hop to the sync thread. The console's chain (sessions, CSRF, people, lang
 zones, sign-in throttling) has nothing to do for a bearer-token API and is not run.
 """
 
+import functools
 from typing import Any
 
 import django
@@ -125,6 +126,8 @@ def get_asgi_application() -> SharedThreadASGIHandler:
     return SharedThreadASGIHandler()
 
 
+@functools.cache
 def get_api_application() -> ApiHandler:
-    """The recovery API's handler (Django must be set up)."""
+    """The process's recovery API handler (Django must be set up): the edge's and the
+    in-process client's."""
     return ApiHandler()

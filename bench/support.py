@@ -110,6 +110,60 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def database_pid() -> int | None:
+    """The local MariaDB/MySQL server's process, when there is one (its CPU is reported)."""
+    for stat in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if stat.read_text().strip() in ("mariadbd", "mysqld"):
+                return int(stat.parent.name)
+        except OSError:
+            continue
+    return None
+
+
+def database_statements(database_url: str) -> dict[str, int] | None:
+    """The MySQL/MariaDB server's statement counters (``SHOW GLOBAL STATUS``): before and after
+    a run, how many round trips it made. ``None`` on SQLite."""
+    if not database_url.startswith("mysql"):
+        return None
+    names = ("Questions", "Com_select", "Com_insert", "Com_update", "Com_commit", "Com_set_option")
+    server = mysql_connect(database_url)
+    try:
+        cursor = server.cursor()
+        cursor.execute("SHOW GLOBAL STATUS WHERE Variable_name IN %s", [names])
+        return {name: int(value) for name, value in cursor.fetchall()}
+    finally:
+        server.close()
+
+
+class CpuMeter:
+    """The CPU used meanwhile by the server's processes, this load generator and the local
+    database server: where the machine's cores went."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.pids = {"server": server_pid, "client": os.getpid(), "database": database_pid()}
+        self.start = self._now()
+        self.began = time.monotonic()
+
+    def _now(self) -> dict[str, float]:
+        used = {}
+        for name, pid in self.pids.items():
+            if pid is None:
+                continue
+            with contextlib.suppress(OSError):
+                used[name] = tree_cpu_seconds(pid) if name == "server" else process_cpu_seconds(pid)
+        return used
+
+    def percent(self) -> dict[str, float]:
+        wall = time.monotonic() - self.began
+        now = self._now()
+        return {
+            f"{name}_cpu_pct": round(100 * (now[name] - self.start[name]) / wall, 1)
+            for name in now
+            if name in self.start
+        }
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """CPU time of ``pid`` and of every living process below it."""
     total = 0.0

@@ -46,7 +46,9 @@ from typing import Any
 import httpx
 from support import (
     BENCH_DIR,
+    CpuMeter,
     ServedProcess,
+    database_statements,
     fresh_database,
     grow,
     loadavg,
@@ -58,7 +60,6 @@ from support import (
     setup_django,
     signin_form,
     summary,
-    tree_cpu_seconds,
 )
 
 STEPS = ("task", "verify", "checklist", "decide", "confirm", "receipt")
@@ -248,6 +249,7 @@ def run(base: str, world: dict[str, Any], seconds: float, think: float) -> dict[
     for name in (*STEPS, "confirm_to_receipt", "walk"):
         result[f"{name}_ms"] = summary([walk[name] for walk in walks])
     result["slowest_step_p95_ms"] = max(result[f"{step}_ms"]["p95"] for step in STEPS)
+    result["first_walks_task_ms"] = sorted(walk["task"] for walk in walks[: len(operators)])
     result["wall_s"] = round(wall, 1)
     return result
 
@@ -269,7 +271,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     world = build_world(database_url, args.operators, args.tasks)
     grown = grow(database_url, world["namespace_id"], args.grow) if args.grow else None
     name = f"wizard{'-' + args.label if args.label else ''}"
-    extra = {"CONSOLE_REVIEW_APPROVAL": "off", "LOG_LEVEL": "WARNING"}
+    # BENCH_LOG_LEVEL=INFO keeps the access log (one line a request, with its duration).
+    extra = {
+        "CONSOLE_REVIEW_APPROVAL": "off",
+        "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+    }
     if args.redis_url:
         extra["REDIS_URL"] = args.redis_url
     server = ServedProcess(
@@ -284,13 +290,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         "load_before": loadavg(),
     }
     try:
-        cpu = tree_cpu_seconds(server.pid)
+        meter = CpuMeter(server.pid)
         profile = str(BENCH_DIR / f"{name}-profile") if args.profile else None
+        counted = database_statements(database_url)
         with profiled(server, profile):
             results.update(run(server.url, world, args.seconds, args.think))
-        results["server_cpu_pct"] = round(
-            100 * (tree_cpu_seconds(server.pid) - cpu) / results["wall_s"], 1
-        )
+        results.update(meter.percent())
+        if counted is not None:
+            after = database_statements(database_url) or {}
+            results["statements_per_walk"] = {
+                name: round((after[name] - before) / results["walks"], 1)
+                for name, before in counted.items()
+            }
     finally:
         server.stop()
     results["load_after"] = loadavg()
@@ -301,9 +312,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(
         f"{args.operators} operators, think {args.think} s: {results['wizards_per_min']} "
-        f"wizards/min ({results['walks']} in {results['wall_s']} s), server CPU "
-        f"{results['server_cpu_pct']} %"
+        f"wizards/min ({results['walks']} in {results['wall_s']} s); CPU: server "
+        f"{results['server_cpu_pct']} %, this client {results['client_cpu_pct']} %, database "
+        f"{results.get('database_cpu_pct', '?')} %"
     )
+    if "statements_per_walk" in results:
+        print(f"  database statements per walk: {results['statements_per_walk']}")
     for key in (*STEPS, "confirm_to_receipt", "walk"):
         stats = results[f"{key}_ms"]
         print(

@@ -63,16 +63,50 @@ class Person:
         return not self.roles & {OPERATOR, SUPERVISOR}
 
 
-def _roles_of(user_id: int) -> frozenset[str]:
+_USERS = Rows(User)
+_CREDENTIALS = Rows(OrbitCredential)
+# Where ``user_with_person`` leaves the roles and credentials it read with the user.
+_READ_WITH = "_orbit_person"
+
+
+def user_with_person(user_id: int) -> User | None:
+    """The user with this id, their console roles and their Orbit credentials, in one query
+    (every console page and socket reads them together; ``load_person`` then asks no more).
+    One row per role and credential pair; a user with neither has one row of NULLs."""
     groups, memberships = Group._meta.db_table, User.groups.through._meta.db_table
+    sql = (
+        f"SELECT {_USERS.select_columns('u')}, g.name, {_CREDENTIALS.select_columns('c')} "  # noqa: S608 -- the models' own names
+        f"FROM {_USERS.table} u "
+        f"LEFT JOIN {memberships} m ON m.user_id = u.id "
+        f"LEFT JOIN {groups} g ON g.id = m.group_id "
+        f"LEFT JOIN {_CREDENTIALS.table} c ON c.user_id = u.id "
+        "WHERE u.id = %s"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT g.name FROM {groups} g JOIN {memberships} m ON m.group_id = g.id "  # noqa: S608 -- Django's own tables
-            "WHERE m.user_id = %s",
-            [user_id],
-        )
-        names = {name for (name,) in cursor.fetchall()}
-    return frozenset(names & set(ROLES))
+        cursor.execute(sql, [user_id])
+        rows = cursor.fetchall()
+    if not rows:
+        return None
+    width = len(_USERS.fields)
+    user = _USERS.from_row(rows[0][:width])
+    roles = frozenset(row[width] for row in rows if row[width] in ROLES)
+    by_id = {row[width + 1]: row[width + 1 :] for row in rows if row[width + 1] is not None}
+    credentials = sorted(
+        (_CREDENTIALS.from_row(row) for row in by_id.values()),
+        key=lambda c: (c.namespace_name, c.namespace_id),
+    )
+    setattr(user, _READ_WITH, (roles, tuple(credentials)))
+    return user
+
+
+def _roles_and_credentials(user: User) -> tuple[frozenset[str], tuple[OrbitCredential, ...]]:
+    read: tuple[frozenset[str], tuple[OrbitCredential, ...]] | None = getattr(
+        user, _READ_WITH, None
+    )
+    if read is not None:
+        return read
+    reread = user_with_person(user.pk)
+    return getattr(reread, _READ_WITH) if reread is not None else (frozenset(), ())
 
 
 def role_permissions(roles: frozenset[str]) -> frozenset[str]:
@@ -80,19 +114,13 @@ def role_permissions(roles: frozenset[str]) -> frozenset[str]:
     return frozenset(permission for role in roles for permission in mapping.get(role, []))
 
 
-_CREDENTIALS = Rows(OrbitCredential)
-
-
 def load_person(user: User | AnonymousUser) -> Person | None:
-    """The signed-in person with roles and effective permissions (sync). Every console page
-    asks, so it is two plain queries (lib/rows.py) rather than two through the ORM."""
+    """The signed-in person with roles and effective permissions (sync): as read with the user
+    (``user_with_person``, through the session), else read now."""
     if not user.is_authenticated:
         return None
     assert isinstance(user, User)  # noqa: S101 -- the project uses Django's own user model
-    roles = _roles_of(user.pk)
-    credentials = tuple(
-        _CREDENTIALS.many("user_id = %s", [user.pk], order_by="namespace_name, namespace_id")
-    )
+    roles, credentials = _roles_and_credentials(user)
     permissions = role_permissions(roles)
     # What some credential was issued with (all of the roles' for a token issued elsewhere).
     issued = frozenset().union(

@@ -127,7 +127,9 @@ def record_event(
     subject = submission or proposal
     if subject is None:
         raise ValueError("an event belongs to a submission or a proposal")
-    with transaction.atomic():
+    # Its own transaction when called outside one; inside one, part of it (no savepoint: a
+    # failure here fails the write it records).
+    with transaction.atomic(savepoint=False):
         event = chain.append(
             ConsoleEvent(
                 kind=kind,

@@ -68,3 +68,29 @@ def test_a_person_is_their_roles_and_credentials(person: TestPerson, world: dict
     assert [c.pk for c in loaded.credentials] == [c.pk for c in orm]
     assert loaded.credentials[0].token_ciphertext == orm[0].token_ciphertext
     assert loaded.credentials[0].namespace_id == world["namespace_id"]
+
+
+def test_the_user_is_read_with_every_role_and_credential_once(
+    person: TestPerson, world: dict[str, Any]
+) -> None:
+    """Two roles and two credentials: the joined read has four rows, the person has each once,
+    credentials in the order of their namespaces' names."""
+    from orbit_console.console.credentials import person_enroll
+    from orbit_console.console.people import user_with_person
+    from orbit_console.ledger.seed import seed_world
+
+    other = seed_world(label="lean-reads")
+    person_enroll(
+        user=person.user,
+        roles=frozenset({"operator", "auditor"}),
+        namespace_id=other["namespace_id"],
+    )
+    user = user_with_person(person.user.pk)
+    assert user is not None
+    loaded = load_person(user)
+    assert loaded is not None
+    orm = list(OrbitCredential.objects.filter(user=user).order_by("namespace_name", "namespace_id"))
+    assert len(orm) == 2
+    assert [c.pk for c in loaded.credentials] == [c.pk for c in orm]
+    assert loaded.roles == frozenset({"operator", "auditor"})
+    assert user_with_person(10**9) is None

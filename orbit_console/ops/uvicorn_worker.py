@@ -56,7 +56,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.fd is None:
         server.run()
         return
-    server.run(sockets=[socket.socket(fileno=args.fd)])
+    server.run(sockets=[inherited_socket(args.fd)])
+
+
+def inherited_socket(fd: int) -> socket.socket:
+    """The listening socket the supervisor handed down, of the family it has (TCP here)."""
+    return socket.socket(fileno=fd)
 
 
 if __name__ == "__main__":

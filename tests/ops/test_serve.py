@@ -1,9 +1,10 @@
-"""``manage.py serve`` (issue 12): one replica's whole serving shape on one address — daphne
-workers on sockets of their own, a worker that dies started again, SIGTERM stops everything —
-and several workers only where they share a channel layer."""
+"""``manage.py serve`` (issue 12): one replica's whole serving shape on one address — workers
+(uvicorn, or daphne) on sockets of their own, a worker that dies started again, SIGTERM stops
+everything — and several workers only where they share a channel layer."""
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ import httpx
 import pytest
 from django.conf import settings
 
+from orbit_console.ops.uvicorn_worker import inherited_socket
+from orbit_console.ops.workers import SERVERS
 from tests.support.servers import child_env, free_port, run_manage, wait_live
 
 
@@ -38,14 +41,18 @@ def workers_of(pid: int, count: int, timeout: float = 60) -> list[int]:
     raise AssertionError(f"serve has {children_of(pid)} as workers, not {count}")
 
 
-@pytest.fixture
-def serve(live_db: None, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
-    """``manage.py serve`` with one worker on a free port; its URL, process and output."""
+@pytest.fixture(params=SERVERS)
+def serve(
+    live_db: None, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """``manage.py serve`` with one worker of each server on a free port; its URL, process and
+    output."""
     port = free_port()
     output = tmp_path / "serve.out"
+    bind = ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--server", request.param]
     with output.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+            [sys.executable, "manage.py", "serve", *bind],
             cwd=settings.BASE_DIR,
             env=child_env(),
             stdout=out,
@@ -112,3 +119,17 @@ def test_serve_refuses_an_address_that_is_not_host_and_port(bind: str) -> None:
     done = run_manage("serve", "--bind", bind, env=child_env(REDIS_URL=""))
     assert done.returncode != 0
     assert "--bind takes HOST:PORT" in done.stderr
+
+
+def test_a_uvicorn_worker_takes_its_inherited_socket_for_what_it_is() -> None:
+    """``uvicorn --fd`` takes any inherited socket for a Unix one, and a TCP socket so taken
+    loses TCP_NODELAY: every small answer then waited 40 ms for the peer's delayed ACK."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        taken = inherited_socket(os.dup(listening.fileno()))
+        try:
+            assert taken.family == socket.AF_INET
+            assert taken.getsockname() == listening.getsockname()
+        finally:
+            taken.close()

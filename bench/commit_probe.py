@@ -11,7 +11,7 @@ full collection, and any other over 2 ms) as ``gc<generation> <unix time> <milli
 With ``ORBIT_BENCH_GC_FREEZE=1`` (an experiment, ``--gc-freeze``) it calls ``gc.freeze()`` once
 the application is loaded, so that full collections no longer walk the start-up objects.
 
-    daphne bench.commit_probe:application
+    python -m orbit_console.ops.uvicorn_worker --application bench.commit_probe:application
 """
 
 import gc

@@ -17,7 +17,7 @@ What it does, for each size N (ascending):
    valid for ``audit verify``. Kinds, notes and submissions vary like real entries.
 3. ``manage.py audit verify`` in its own process: wall time and peak RSS (``ru_maxrss`` from
    ``wait4``), entries checked, exit status.
-4. Per format: a fresh ``daphne`` process (``orbit_console.asgi:application``) on that database;
+4. Per format: a fresh worker process (``orbit_console.asgi:application``) on that database;
    the auditor signs in through the form; a warm-up (the explorer page, and an export matching
    nothing) loads every code path; then the baseline ``VmRSS``/``VmHWM`` is read from
    ``/proc/<pid>/status`` and the whole unfiltered record is exported through
@@ -55,7 +55,7 @@ import httpx
 from support import (
     BENCH_DIR,
     ROOT,
-    DaphneProcess,
+    WorkerProcess,
     fresh_database,
     loadavg,
     machine,
@@ -313,8 +313,8 @@ class Export:
 def measure_export(
     database_url: str, people: People, fmt: str, interval: float, rate_kib: int
 ) -> Export:
-    server = DaphneProcess(
-        database_url, log_path=BENCH_DIR / "export-daphne.log", append_log=True, start_timeout=120
+    server = WorkerProcess(
+        database_url, log_path=BENCH_DIR / "export-server.log", append_log=True, start_timeout=120
     ).start()
     try:
         http = signed_in(server.url, *people.auditor)

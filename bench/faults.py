@@ -5,8 +5,8 @@
 
 The rig (``Rig``), each part its own process as in production:
 
-- the recovery API: ``daphne orbit_console.asgi:application`` (the embedded ledger);
-- the console: another daphne process, whose calls to the API go through a ``FaultyProxy``
+- the recovery API: a worker of the production shape (the embedded ledger);
+- the console: another worker, whose calls to the API go through a ``FaultyProxy``
   (``ORBIT_EMBEDDED_API_URL``), which can refuse them, lose answers, or kill a process at an
   exact point of a write;
 - the reconciler: ``manage.py reconcile`` with its health port;
@@ -196,11 +196,11 @@ class Rig:
         if not served_redis:
             base.pop("REDIS_URL")
         api_port = free_port()
-        self.api = Service("api", _daphne(api_port), base, api_port, logs)
+        self.api = Service("api", _worker(api_port), base, api_port, logs)
         self.api_proxy = FaultyProxy(upstream_port=api_port)
         through_proxy = {**base, "ORBIT_EMBEDDED_API_URL": self.api_proxy.url}
         console_port = free_port()
-        self.console = Service("console", _daphne(console_port), through_proxy, console_port, logs)
+        self.console = Service("console", _worker(console_port), through_proxy, console_port, logs)
         reconciler_port = free_port()
         reconcile = [sys.executable, "manage.py", "reconcile", "--interval", RECONCILER_INTERVAL]
         self.reconciler = Service(
@@ -240,11 +240,11 @@ class Rig:
                 service.start()
 
 
-def _daphne(port: int) -> list[str]:
-    return [
-        *(sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port)),
-        "orbit_console.asgi:application",
-    ]
+def _worker(port: int) -> list[str]:
+    """One worker of the production shape (uvicorn unless ORBIT_SERVER=daphne)."""
+    from support import worker_argv
+
+    return worker_argv(port, application="orbit_console.asgi:application")
 
 
 def create_rig_user(password: str) -> None:

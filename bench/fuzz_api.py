@@ -3,7 +3,7 @@ schemathesis for every operation, sent over real HTTP.
 
     uv run python bench/fuzz_api.py [--requests 10000] [--seed 0] [--label L]
 
-A fresh SQLite database (``orbit seed``: one namespace, its tasks and tokens) and one daphne
+A fresh SQLite database (``orbit seed``: one namespace, its tasks and tokens) and one worker
 process; the admin token, which holds every permission, so that the answers are about the
 requests. For each answer:
 
@@ -177,7 +177,7 @@ def main() -> None:
     load_before = loadavg()
     began = time.perf_counter()
     log = BENCH_DIR / name.replace(".json", ".log")
-    server = ServedProcess(url, shape="daphne", log_path=log).start()
+    server = ServedProcess(url, shape="worker", log_path=log).start()
     try:
         target = Target(server.url, world["tokens"]["admin"], audits)
         findings = fuzz(target, requests_wanted=args.requests, seed=args.seed)

@@ -2,7 +2,7 @@
 
     uv run python bench/review_api.py --database-url mysql://root@127.0.0.1:3306/orbit_bench
         [--redis-url redis://127.0.0.1:6379/14] [--clients 8] [--requests 2000]
-        [--server dockerfile|daphne] [--label L]
+        [--server dockerfile|worker|daphne] [--label L]
 
 1. A fresh database (``support.fresh_database``: the MySQL/MariaDB database named, dropped and
    created again; its name must contain "bench"), migrated and seeded with ``orbit seed``, plus
@@ -16,7 +16,8 @@
 3. **The server**: ``--server dockerfile`` (the default) runs the Dockerfile's ``CMD`` from this
    checkout, bound to a free port of 127.0.0.1 instead of ``0.0.0.0:8000``, with
    ``ORBIT_ENV`` unset (the embedded default on this database): exactly what one production
-   replica runs. ``--server daphne`` runs one plain daphne process, for comparison.
+   replica runs. ``--server worker`` runs one worker of it, ``--server daphne`` one plain
+   daphne process, for comparison.
 4. **First calls**: ``--clients`` threads, each with one keep-alive HTTP connection, post
    ``POST /v1/tasks/{id}:review`` for distinct tasks (a fresh idempotency key each) as fast as
    the answers come. Then **replays**: the same requests again, each answered from its stored

@@ -1,4 +1,4 @@
-"""What the benchmarks share: the machine, a fresh database, Django, a daphne server, signing in.
+"""What the benchmarks share: the machine, a fresh database, Django, a served console, signing in.
 
 The scripts are run as ``uv run python bench/<script>.py`` from the repository root, so this
 directory is the first entry of ``sys.path`` and they ``import support`` as a top-level module;
@@ -306,10 +306,22 @@ def needs_review_tasks(
 # --- The server ---------------------------------------------------------------------------------
 
 
-class DaphneProcess:
-    """A ``daphne`` process serving ``application`` on a free local port of 127.0.0.1, with the
-    embedded recovery API in the same process (as production runs it) and ``extra_env`` added to
-    ``server_env``. Its output goes to ``log_path`` (appended to, or written anew)."""
+def worker_argv(port: int, *, application: str, server: str | None = None) -> list[str]:
+    """One worker of the production shape (``ops/workers.worker_argv``: uvicorn unless
+    ``ORBIT_SERVER`` or ``server`` says daphne) on 127.0.0.1:``port``."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from orbit_console.ops import workers
+
+    chosen = server or workers.default_server()
+    return workers.worker_argv(chosen, host="127.0.0.1", port=port, application=application)
+
+
+class WorkerProcess:
+    """One worker process of the production shape (``worker_argv``) serving ``application``
+    on a free local port of 127.0.0.1, with the embedded recovery API in the same process (as
+    production runs it) and ``extra_env`` added to ``server_env``. Its output goes to
+    ``log_path`` (appended to, or written anew)."""
 
     def __init__(
         self,
@@ -332,8 +344,7 @@ class DaphneProcess:
 
     @property
     def command(self) -> list[str]:
-        address = ["-b", "127.0.0.1", "-p", str(self.port)]
-        return [sys.executable, "-m", "daphne", *address, self.application]
+        return worker_argv(self.port, application=self.application)
 
     def start(self) -> Self:
         """Start the server and wait until ``/health/live`` answers 200 (exits the script if
@@ -386,12 +397,11 @@ def dockerfile_command(port: int) -> list[str]:
     return [sys.executable if argv[0] == "python" else str(program), *argv[1:]]
 
 
-class ServedProcess(DaphneProcess):
-    """The server in one of three shapes: ``dockerfile``, exactly what the image's ``CMD`` runs
-    (one replica's whole serving shape); ``daphne``, one plain daphne process; or any other
-    command line, with ``{port}`` for the port (to weigh another server: ``uv run --with
-    uvicorn python bench/... --server "uvicorn --workers 2 --port {port} orbit_console.asgi:
-    application"``)."""
+class ServedProcess(WorkerProcess):
+    """The server in one of four shapes: ``dockerfile``, exactly what the image's ``CMD`` runs
+    (one replica's whole serving shape); ``worker``, one worker of it; ``daphne``, one plain
+    daphne process; or any other command line, with ``{port}`` for the port (to weigh another
+    shape: ``--server "python manage.py serve --server daphne --bind 127.0.0.1:{port}"``)."""
 
     def __init__(self, database_url: str, *, shape: str, **kwargs: Any) -> None:
         super().__init__(database_url, **kwargs)
@@ -401,14 +411,16 @@ class ServedProcess(DaphneProcess):
     def command(self) -> list[str]:
         if self.shape == "dockerfile":
             return dockerfile_command(self.port)
-        if self.shape == "daphne":
+        if self.shape == "worker":
             return super().command
+        if self.shape == "daphne":
+            return worker_argv(self.port, application=self.application, server="daphne")
         argv = shlex.split(self.shape.replace("{port}", str(self.port)))
         return [str(Path(sys.executable).parent / argv[0]), *argv[1:]]
 
 
 @contextlib.contextmanager
-def profiled(server: DaphneProcess, path: str | None) -> Iterator[None]:
+def profiled(server: WorkerProcess, path: str | None) -> Iterator[None]:
     """With ``path``: py-spy samples the server's processes (the GIL holders) meanwhile and
     writes collapsed stacks to ``path``.txt. A diagnostic run: its numbers are not the
     measured ones."""
@@ -447,7 +459,8 @@ def server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server",
         default="dockerfile",
-        help="dockerfile (the image's CMD), daphne, or a command line with {port}",
+        help="dockerfile (the image's CMD), worker (one of its workers), daphne, or a command "
+        "line with {port}",
     )
     parser.add_argument("--label", default="", help="suffix of the result files' names")
     parser.add_argument(

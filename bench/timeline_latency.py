@@ -11,8 +11,9 @@ The script builds its own world and measures the real path end to end:
 2. In this process (Django set up on the same ``DATABASE_URL``): up to 10 console people with the
    auditor role, and one task in NEEDS_REVIEW per measured event (accepted, started, finished with
    an unknown outcome: revision 3), so that every event is a valid, distinct review.
-3. One real ``daphne`` process serving the console and the embedded recovery API, with the
-   in-memory channel layer or, with ``--redis-url``, the Redis one.
+3. One real worker process (as ``manage.py serve`` runs them) serving the console and the
+   embedded recovery API, with the in-memory channel layer or, with ``--redis-url``, the Redis
+   one.
 4. For each N and each event k: N WebSocket clients (the ``websockets`` package, spread over the
    people, each with its own session cookie and an Origin header) plus one real Chromium page
    open task k's timeline. The clients connect one after another, evenly over one re-check
@@ -59,7 +60,7 @@ import httpx
 from support import (
     BENCH_DIR,
     ROOT,
-    DaphneProcess,
+    WorkerProcess,
     fresh_database,
     loadavg,
     machine,
@@ -188,7 +189,7 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
 # --- The server ---------------------------------------------------------------------------------
 
 
-class Daphne(DaphneProcess):
+class Server(WorkerProcess):
     """The console and the embedded recovery API; with ``probe``, wrapped in
     ``bench/commit_probe.py``, whose notes it reads."""
 
@@ -209,7 +210,7 @@ class Daphne(DaphneProcess):
             application = "bench.commit_probe:application"
         super().__init__(
             database_url,
-            log_path=BENCH_DIR / "daphne.log",
+            log_path=BENCH_DIR / "server.log",
             application=application,
             extra_env=extra,
         )
@@ -337,7 +338,7 @@ class Browser:
         response = await self.page.goto(f"{self.base}/tasks/{task_id}")
         if response is None or not response.ok:
             status = response.status if response is not None else "no response"
-            raise SystemExit(f"the task page answered {status}; see {BENCH_DIR}/daphne.log")
+            raise SystemExit(f"the task page answered {status}; see {BENCH_DIR}/server.log")
         await self.page.wait_for_selector('#timeline-live[data-state="live"]')
 
     async def arrival(self, audit_id: str, timeout: float) -> float | None:
@@ -378,7 +379,7 @@ def utc_seconds(text: str) -> float:
 
 
 async def measure(
-    args: argparse.Namespace, server: Daphne, world: World, counts: list[int]
+    args: argparse.Namespace, server: Server, world: World, counts: list[int]
 ) -> tuple[list[Phase], dict[str, Any]]:
     base = server.url
     sessions = [await sign_in(base, name, password) for name, password in world.people]
@@ -449,7 +450,7 @@ async def authorisation_burst(api: httpx.AsyncClient, task_id: str, count: int) 
 
 async def one_round(
     api: httpx.AsyncClient,
-    server: Daphne,
+    server: Server,
     task_id: str,
     sessions: list[str],
     count: int,
@@ -686,7 +687,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         people=min(max(args.counts), MAX_PEOPLE),
         tasks=(args.events + args.warmup) * len(args.counts),
     )
-    server = Daphne(database_url, args.redis_url, probe=not args.no_probe, gc_freeze=args.gc_freeze)
+    server = Server(database_url, args.redis_url, probe=not args.no_probe, gc_freeze=args.gc_freeze)
     server.start()
     try:
         phases, burst = asyncio.run(measure(args, server, world, args.counts))

@@ -26,8 +26,9 @@ OPERATION_MESSAGE = "ledger.operation"
 CONSOLE_EVENT_MESSAGE = "console.event"
 
 
-# How the console's sockets close when they will not serve (private codes, 4000-4999: daphne
-# sends no other kind, so 1013 "try again later" is not available): no session; not allowed;
+# How the console's sockets close when they will not serve (private codes, 4000-4999: daphne,
+# one of the two servers a worker can run, sends no other kind, so 1013 "try again later" is
+# not available): no session; not allowed;
 # and, for a socket that cannot join its group because the channel layer is down or hung
 # (issue 14), "live updates paused": the page says so and tries again with backoff.
 CLOSE_UNAUTHENTICATED = 4401

@@ -1,6 +1,7 @@
 """One uvicorn worker of ``manage.py serve``: ``python -m orbit_console.ops.uvicorn_worker``.
 
     python -m orbit_console.ops.uvicorn_worker (--fd N | --host H --port P) [--proxy-headers]
+        [--application module:attribute]
 
 uvicorn on uvloop, with httptools' HTTP parser and the ``websockets`` package (its sans-I/O
 protocol) for WebSockets, serving ``orbit_console.asgi:application``. Run through uvicorn's
@@ -23,9 +24,15 @@ APPLICATION = "orbit_console.asgi:application"
 GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
-def config(*, proxy_headers: bool, host: str = "127.0.0.1", port: int = 8000) -> uvicorn.Config:
+def config(
+    *,
+    proxy_headers: bool,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    application: str = APPLICATION,
+) -> uvicorn.Config:
     return uvicorn.Config(
-        APPLICATION,
+        application,
         host=host,
         port=port,
         loop="uvloop",
@@ -49,9 +56,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--proxy-headers", action="store_true")
+    parser.add_argument("--application", default=APPLICATION, help="module:attribute")
     args = parser.parse_args(argv)
     server = uvicorn.Server(
-        config(proxy_headers=args.proxy_headers, host=args.host, port=args.port)
+        config(
+            proxy_headers=args.proxy_headers,
+            host=args.host,
+            port=args.port,
+            application=args.application,
+        )
     )
     if args.fd is None:
         server.run()

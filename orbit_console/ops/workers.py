@@ -49,6 +49,7 @@ def worker_argv(
     host: str = "127.0.0.1",
     port: int = 8000,
     proxy_headers: bool = False,
+    application: str = APPLICATION,
 ) -> list[str]:
     """The command line of one worker of ``server`` on an inherited listening socket (``fd``)
     or on ``host:port``. With ``proxy_headers`` the client address comes from the reverse
@@ -56,9 +57,10 @@ def worker_argv(
     if server == "daphne":
         bind = ["--fd", str(fd)] if fd is not None else ["-b", host, "-p", str(port)]
         proxy = ["--proxy-headers"] if proxy_headers else []
-        return [sys.executable, "-m", "daphne", *bind, "-v", "0", *proxy, APPLICATION]
+        return [sys.executable, "-m", "daphne", *bind, "-v", "0", *proxy, application]
     if server != "uvicorn":
         raise ValueError(f"no such server: {server!r}")
     bind = ["--fd", str(fd)] if fd is not None else ["--host", host, "--port", str(port)]
     proxy = ["--proxy-headers"] if proxy_headers else []
-    return [sys.executable, "-m", "orbit_console.ops.uvicorn_worker", *bind, *proxy]
+    chosen = ["--application", application] if application != APPLICATION else []
+    return [sys.executable, "-m", "orbit_console.ops.uvicorn_worker", *bind, *proxy, *chosen]

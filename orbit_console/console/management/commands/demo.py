@@ -2,7 +2,7 @@
 
 Migrates the embedded database, seeds a demo world (once; later runs reuse it), gives the demo
 people fresh passwords, prints them, and serves HTTP and WebSockets (``manage.py serve`` with
-one daphne worker: the in-memory channel layer serves one process), plus the reconciler and the
+one worker: the in-memory channel layer serves one process), plus the reconciler and the
 audit checkpoint job, until Ctrl-C or SIGTERM stops everything it started. A child that exits
 is started again.
 """

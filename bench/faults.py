@@ -242,9 +242,9 @@ class Rig:
 
 def _worker(port: int) -> list[str]:
     """One worker of the production shape (uvicorn unless ORBIT_SERVER=daphne)."""
-    from support import worker_argv
+    from orbit_console.ops.workers import default_server, worker_argv
 
-    return worker_argv(port, application="orbit_console.asgi:application")
+    return worker_argv(default_server(), host="127.0.0.1", port=port)
 
 
 def create_rig_user(password: str) -> None:

@@ -3,10 +3,11 @@ session authentication)."""
 
 from django.urls import path
 
-from orbit_console.console.consumers import ApprovalsConsumer
+from orbit_console.console.consumers import ApprovalsConsumer, QueueRowsConsumer
 from orbit_console.timeline.consumers import TaskTimelineConsumer
 
 websocket_urlpatterns = [
     path("ws/tasks/<str:task_id>/timeline", TaskTimelineConsumer.as_asgi()),
     path("ws/approvals", ApprovalsConsumer.as_asgi()),
+    path("ws/queue", QueueRowsConsumer.as_asgi()),
 ]

@@ -1,13 +1,21 @@
-"""The supervisors' approvals queue, live: ``/ws/approvals``.
+"""The console's live lists.
 
-New proposals appear and decided ones disappear without a reload. Only supervisors connect;
-the role is re-read from the database on every push, so a person who loses it stops receiving.
+- The supervisors' approvals queue, ``/ws/approvals``: new proposals appear and decided ones
+  disappear without a reload. Only supervisors connect; the role is re-read from the database
+  on every push, so a person who loses it stops receiving.
+- The work queue's rows, ``/ws/queue?rows=<token>``: a row whose task moves (reviewed,
+  retried, settled) says so at once. The page names its rows in a signed token (``rows_token``:
+  the tasks the API listed to this person); the socket follows those tasks' groups, and every
+  push is checked against the API first (``console/access.py``), as a page load would be.
 """
 
 from typing import Any
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.core import signing
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
@@ -16,7 +24,14 @@ from orbit_console.console.access import can_read_task
 from orbit_console.console.models import Proposal
 from orbit_console.console.people import SUPERVISOR, Person, load_person
 from orbit_console.console.proposals import APPROVALS_GROUP, visible_proposals
-from orbit_console.lib.live import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, CLOSE_UNAVAILABLE, join
+from orbit_console.lib.ids import is_id
+from orbit_console.lib.live import (
+    CLOSE_FORBIDDEN,
+    CLOSE_UNAUTHENTICATED,
+    CLOSE_UNAVAILABLE,
+    join,
+    task_group,
+)
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.timeline.render import cookies_of, language_of, zone_of_scope
 
@@ -80,3 +95,100 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
             context = {"proposal": proposal, "viewer_id": self.user.pk}
             html = render_to_string("console/partials/proposal_push.html", context)
         await self.send(text_data=html)
+
+
+# --- The work queue's rows ----------------------------------------------------------------------
+
+_ROWS_SALT = "orbit.console.queue.rows"
+MAX_ROWS = 100
+
+
+def rows_token(user_id: int, task_ids: list[str]) -> str:
+    """What the work queue shows this person, signed for its socket."""
+    return signing.dumps([user_id, task_ids[:MAX_ROWS]], salt=_ROWS_SALT, compress=True)
+
+
+def rows_of(token: str, user_id: int) -> list[str] | None:
+    """The task ids of a token this server signed for this person (within a session's
+    lifetime); ``None`` for any other."""
+    try:
+        owner, task_ids = signing.loads(token, salt=_ROWS_SALT, max_age=settings.SESSION_COOKIE_AGE)
+    except (signing.BadSignature, ValueError, TypeError):
+        return None
+    if owner != user_id or not isinstance(task_ids, list):
+        return None
+    if len(task_ids) > MAX_ROWS or not all(isinstance(t, str) and is_id(t) for t in task_ids):
+        return None
+    return task_ids
+
+
+class QueueRowsConsumer(AsyncWebsocketConsumer):
+    person: Person
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode("ascii", "replace"))
+        rows = rows_of((query.get("rows") or [""])[0], user.pk)
+        person = await database_sync_to_async(load_person)(user)
+        if rows is None or person is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.person, self.rows = person, set(rows)
+        cookies = cookies_of(self.scope)
+        self.language = language_of(self.scope, cookies)
+        self.zone = zone_of_scope(cookies)
+        self.groups_joined: list[str] = []
+        for task_id in rows:
+            if not await join(self.channel_layer, task_group(task_id), self.channel_name):
+                await self.accept()  # a close code needs an open socket: the page then retries
+                await self.close(code=CLOSE_UNAVAILABLE)
+                return
+            self.groups_joined.append(task_group(task_id))
+        await self.accept()
+        WEBSOCKETS_OPEN.labels(consumer="queue").inc()
+        self.counted = True
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "counted", False):
+            WEBSOCKETS_OPEN.labels(consumer="queue").dec()
+            self.counted = False
+        for group in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page only listens; anything it sends is ignored."""
+
+    async def _may_show(self, task_id: str) -> bool:
+        """One of the person's credentials reads the task, as the API answered within
+        ``CONSOLE_ACCESS_SECONDS`` (asked now when older): never a push on a stale verdict,
+        and none while the API does not answer (fail closed)."""
+        if task_id not in self.rows:
+            return False
+        try:
+            return await can_read_task(self.person, task_id)
+        except OutcomeUnknown:
+            return False
+
+    async def ledger_operation(self, message: dict[str, Any]) -> None:
+        operation = message["operation"]
+        task_id = operation.get("task_id", "")
+        after = operation.get("after") or {}
+        if "state" not in after and "retry_task_id" not in after:
+            return  # not a move of the row's task (a successor's own acceptance, say)
+        if not await self._may_show(task_id):
+            return
+        context = {
+            "task_id": task_id,
+            "state": after.get("state", ""),
+            "revision": after.get("revision", ""),
+            "retry_task_id": after.get("retry_task_id", ""),
+        }
+        with translation.override(self.language), timezone.override(self.zone):
+            html = render_to_string("console/partials/row_live.html", context)
+        await self.send(text_data=html)
+
+    async def console_event(self, message: dict[str, Any]) -> None:
+        """The console's own events change no task; the platform's entry of a decision does."""

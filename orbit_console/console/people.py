@@ -58,6 +58,11 @@ class Person:
         return role in self.roles
 
     @property
+    def can_read_audit(self) -> bool:
+        """May follow a task live (the timeline socket reads the platform's audit, AU1)."""
+        return self.can("tasks:audit:read")
+
+    @property
     def read_only(self) -> bool:
         """Auditors who hold no other role never change anything."""
         return not self.roles & {OPERATOR, SUPERVISOR}

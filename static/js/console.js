@@ -182,8 +182,46 @@
     if (badge) { badge.textContent = badge.dataset[state] || state; badge.dataset.state = state; }
   }
 
+  // A live part of a page (data-live-region) asks the server again when the task is noted, but
+  // never over what the person has typed into it: the page then says it has changed instead.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var region = event.target;
+    if (!region.hasAttribute || !region.hasAttribute("data-live-region")) { return; }
+    var typed = Array.prototype.some.call(
+      region.querySelectorAll("input:not([type=hidden]), textarea, select"),
+      function (field) {
+        if (field.tagName === "SELECT") {
+          return Array.prototype.some.call(field.options, function (option) {
+            return option.selected !== option.defaultSelected;
+          });
+        }
+        return field.type === "checkbox" || field.type === "radio"
+          ? field.checked !== field.defaultChecked
+          : field.value !== field.defaultValue;
+      });
+    if (typed) {
+      event.preventDefault();
+      var notice = document.getElementById("page-changed");
+      if (notice) { notice.hidden = false; }
+    }
+  });
+
+  // A page that only follows the task (templates/timeline/partials/listen.html) shows no
+  // timeline: it takes each push as news that the task moved (a platform entry) or was noted
+  // (a console entry), and its live parts ask the server again (hx-trigger on those events).
+  function listenOnly(socketElement) { return socketElement.hasAttribute("data-listen-only"); }
+  function tell(moved) {
+    if (moved) { showChanged(); }
+    document.body.dispatchEvent(new CustomEvent("orbit:task-noted"));
+  }
+
   // A pushed item already on the page is a duplicate (the same id): drop the message.
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    if (listenOnly(event.target)) {
+      event.preventDefault();
+      tell(String(event.detail.message).indexOf("source-platform") !== -1);
+      return;
+    }
     var item = parse(event.detail.message).querySelector("[data-live-item][id]");
     if (item && document.getElementById(item.id)) { event.preventDefault(); }
   });
@@ -195,7 +233,13 @@
   document.addEventListener("htmx:wsOpen", function (event) {
     var socketElement = event.target;
     setLive(socketElement, "live");
-    resync(socketElement);
+    if (listenOnly(socketElement)) {
+      // Open again after a drop: what was missed meanwhile is asked for as news.
+      if (socketElement.orbitOpened) { tell(false); }
+      socketElement.orbitOpened = true;
+    } else {
+      resync(socketElement);
+    }
     // Open for a while: the service is back, so a later pause starts its backoff afresh.
     clearTimeout(socketElement.orbitSteady);
     socketElement.orbitSteady = setTimeout(function () { socketElement.orbitPauses = 0; }, 5000);

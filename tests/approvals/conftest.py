@@ -36,9 +36,10 @@ def required_policy(approvers: int = 1) -> dict[str, dict[str, Any]]:
     return {action: {"required": True, "approvers": approvers} for action in ("review", "retry")}
 
 
+# As the production default computes them when both actions need approval (settings.py).
 REQUIRED_ROLE_PERMISSIONS = {
-    "operator": ["tasks:read"],
-    "supervisor": ["tasks:read", "tasks:review", "tasks:retry"],
+    "operator": ["tasks:read", "tasks:audit:read"],
+    "supervisor": ["tasks:read", "tasks:audit:read", "tasks:review", "tasks:retry"],
     "auditor": ["tasks:read", "tasks:audit:read"],
 }
 

@@ -109,6 +109,9 @@ def test_a_proposed_review_reaches_the_supervisor_live_and_goes_out_as_the_super
     sign_in(page, approvals_console, crew["operator"])
     proposal_id = propose_review_in_browser(page, approvals_console, task_id)
     assert Proposal.objects.get(id=proposal_id).task_id == task_id
+    # The proposer's page follows the task (issue 15: it said "Waiting" until reloaded).
+    expect(page.locator("#page-live")).to_have_text("live")
+    page.evaluate("window.orbitNotReloaded = true")
 
     # Both supervisors' queues show it without a reload.
     row = supervisor_page.locator(f"#proposal-{proposal_id}")
@@ -142,6 +145,11 @@ def test_a_proposed_review_reaches_the_supervisor_live_and_goes_out_as_the_super
     # The decided proposal leaves the other supervisor's open queue, live.
     expect(watcher_page.locator(f"#proposal-{proposal_id}")).to_have_count(0)
     assert not_reloaded(watcher_page)
+
+    # The proposer's page, left open, says so without a reload.
+    expect(page.locator("#proposal-state")).to_contain_text("Approved and sent")
+    expect(page.locator("#proposal-submission")).to_be_visible()
+    assert not_reloaded(page)
 
     # The proposal's history names both people.
     page.goto(f"{approvals_console.url}/proposals/{proposal_id}")

@@ -2,6 +2,7 @@
 page, a review in one (or straight through the API) appears in the other without a reload, a
 reconnect after missed entries catches up, and no entry is ever shown twice."""
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -10,6 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
+from orbit_console.console.submissions import submission_create
 from orbit_console.lib.rfc3339 import parse_utc
 from orbit_console.timeline.builder import CATCH_UP_PAGES, PAGE_SIZE
 from tests.browser.conftest import (
@@ -20,7 +22,7 @@ from tests.browser.conftest import (
     sign_in,
     submit_decision,
 )
-from tests.support.orbit import retry, review
+from tests.support.orbit import REVIEW_REVISION, retry, review, review_body
 from tests.support.people import TestPerson, make_person, make_reader
 from tests.support.servers import DaphneServer
 from tests.timeline.helpers import add_operations
@@ -181,6 +183,88 @@ def test_the_recovery_panel_follows_the_task_live_for_a_supervisor(
     expect(panel.get_by_role("link", name="Review this task")).to_have_count(0)
     expect(panel).to_contain_text("Review unavailable")
     expect(page.locator("#recovery-state")).to_contain_text("at revision 4")
+    assert_not_reloaded(page)
+
+
+def test_the_wizard_warns_live_when_the_pinned_revision_moves(
+    page: Page,
+    orbit_server: DaphneServer,
+    api: httpx.Client,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """Issue 15: an operator deciding a task worked from a snapshot. The wizard now follows
+    the task and says at once that someone else moved it."""
+    task_id = world["tasks"]["needs_review"]
+    sign_in(page, orbit_server, people["operator"])
+    page.goto(f"{orbit_server.url}/tasks/{task_id}/review")
+    expect(page.locator("#page-live")).to_have_text("live")
+    mark_page(page)
+    warning = page.locator("#task-changed")
+    expect(warning).to_be_hidden()
+
+    api_review(api, world, "needs_review")
+
+    expect(warning).to_be_visible()
+    expect(warning).to_contain_text("revision 3 will be refused")
+    assert_not_reloaded(page)
+
+
+def test_work_queue_rows_say_live_that_their_task_moved(
+    page: Page,
+    orbit_server: DaphneServer,
+    api: httpx.Client,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """Issue 15: the work queue kept listing a task that was already decided, with no marker."""
+    task_id = world["tasks"]["needs_review"]
+    sign_in(page, orbit_server, people["operator"])
+    expect(page.locator("#queue-live")).to_have_text("live")
+    mark_page(page)
+    marker = page.locator(f"#row-live-{task_id}")
+    expect(marker).to_be_empty()
+
+    api_review(api, world, "needs_review")
+
+    expect(marker).to_contain_text("now FAILED, revision 4")
+    assert_not_reloaded(page)
+
+
+def test_a_submission_page_left_open_shows_the_receipt_when_it_comes(
+    page: Page,
+    second_page: Page,
+    orbit_server: DaphneServer,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+) -> None:
+    """Issue 15: pages about a decision follow it. One tab shows a stored decision not yet
+    answered; the person sends it from another tab; the first says "Applied" by itself."""
+    operator = people["operator"]
+    stored = submission_create(
+        action="review",
+        task_id=world["tasks"]["needs_review"],
+        queue_id=world["queue_id"],
+        namespace_id=world["namespace_id"],
+        expected_revision=REVIEW_REVISION,
+        body=json.dumps(review_body()),
+        created_by=operator.user,
+    ).submission
+    address = f"{orbit_server.url}/submissions/{stored.id}"
+    sign_in(page, orbit_server, operator)
+    page.goto(address)
+    expect(page.locator("#live-state h2").first).to_have_text("Stored, not yet answered")
+    expect(page.locator("#page-live")).to_have_text("live")
+    mark_page(page)
+
+    sign_in(second_page, orbit_server, operator)
+    second_page.goto(address)
+    second_page.get_by_role("button", name="Send the identical request again").click()
+    expect(second_page.locator("#receipt-audit-id")).not_to_be_empty()
+
+    expect(page.locator("#receipt-audit-id")).to_have_text(
+        second_page.locator("#receipt-audit-id").text_content() or ""
+    )
     assert_not_reloaded(page)
 
 

@@ -3,13 +3,18 @@
 import asyncio
 from dataclasses import dataclass
 
+from datetime import timedelta
+
 from asgiref.sync import sync_to_async
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from orbit_console.client import Page, TaskSummary
+from orbit_console.console.consumers import rows_token
 from orbit_console.console.forms import WorkQueueFilters
 from orbit_console.console.models import OPEN_STATES, Proposal, ProposalState, Submission
 from orbit_console.console.people import Person, orbit_client
@@ -91,27 +96,39 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
         )
         for (key, title, states), page in zip(layout, pages, strict=True)
     ]
+    shown = [task.id for section in sections for task in section.page.items]
+    open_submissions, own_proposals = await sync_to_async(_own_decisions)(request)
     context = {
         "filters": filters,
         "sections": sections,
-        "open_submissions": await sync_to_async(_open_submissions)(request),
-        "open_proposals": await sync_to_async(_open_proposals)(request),
+        "open_submissions": open_submissions,
+        "own_proposals": own_proposals,
+        # The rows' socket follows these tasks (console/consumers.QueueRowsConsumer).
+        "rows_token": rows_token(person.user.pk, shown) if shown else "",
     }
     template = "console/work_queue.html#results" if request.htmx else "console/work_queue.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)
 
 
-def _open_proposals(request: HttpRequest) -> list[Proposal]:
-    return list(
-        Proposal.objects.filter(
-            proposed_by_id=request.user.pk, state=ProposalState.PENDING
-        ).order_by("-created_at")[:20]
-    )
+# How long a decided proposal stays in its proposer's box, saying how it was decided (issue 15:
+# a rejected one used to vanish without a word).
+DECIDED_SHOWN_FOR = timedelta(hours=24)
 
 
-def _open_submissions(request: HttpRequest) -> list[Submission]:
-    return list(
+def _own_decisions(request: HttpRequest) -> tuple[list[Submission], list[Proposal]]:
+    """The person's decisions still waiting for a definite answer, and their proposals: the
+    pending ones and those decided in the last ``DECIDED_SHOWN_FOR``, with how."""
+    submissions = list(
         Submission.objects.filter(sent_as_id=request.user.pk, state__in=OPEN_STATES).order_by(
             "-created_at"
         )[:20]
     )
+    recent = Q(state=ProposalState.PENDING) | Q(
+        decided_at__gte=timezone.now() - DECIDED_SHOWN_FOR
+    )
+    proposals = list(
+        Proposal.objects.filter(recent, proposed_by_id=request.user.pk)
+        .select_related("decided_by")
+        .order_by("-created_at")[:20]
+    )
+    return submissions, proposals

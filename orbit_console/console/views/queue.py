@@ -2,7 +2,6 @@
 
 import asyncio
 from dataclasses import dataclass
-
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
@@ -123,9 +122,7 @@ def _own_decisions(request: HttpRequest) -> tuple[list[Submission], list[Proposa
             "-created_at"
         )[:20]
     )
-    recent = Q(state=ProposalState.PENDING) | Q(
-        decided_at__gte=timezone.now() - DECIDED_SHOWN_FOR
-    )
+    recent = Q(state=ProposalState.PENDING) | Q(decided_at__gte=timezone.now() - DECIDED_SHOWN_FOR)
     proposals = list(
         Proposal.objects.filter(recent, proposed_by_id=request.user.pk)
         .select_related("decided_by")

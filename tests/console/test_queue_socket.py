@@ -29,6 +29,21 @@ def queue_socket(person: TestPerson, token: str) -> WebsocketCommunicator:
     return WebsocketCommunicator(application, f"/ws/queue?rows={token}", headers=headers)
 
 
+def quiet_while_reviewed(person: TestPerson, token: str, world: dict[str, Any]) -> bool:
+    """Whether the person's socket with ``token`` stays silent while the world's NEEDS_REVIEW
+    task is reviewed."""
+
+    async def scenario() -> bool:
+        socket = queue_socket(person, token)
+        assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
+        await sync_to_async(review_in_process)(world)
+        quiet = bool(await socket.receive_nothing(timeout=2))
+        await socket.disconnect()
+        return quiet
+
+    return asyncio.run(scenario())
+
+
 def test_a_row_whose_task_is_reviewed_says_so_at_once(
     settings: SettingsWrapper, orbit_server: DaphneServer, world: dict[str, Any], live_db: None
 ) -> None:
@@ -57,15 +72,8 @@ def test_the_socket_follows_the_rows_it_was_given_only(
     settings.ORBIT_API_URL = orbit_server.url
     operator = make_person(world, "operator")
 
-    async def scenario() -> bool:
-        socket = queue_socket(operator, rows_token(operator.user.pk, [world["tasks"]["failed"]]))
-        assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
-        await sync_to_async(review_in_process)(world)
-        quiet = await socket.receive_nothing(timeout=2)
-        await socket.disconnect()
-        return quiet
-
-    assert asyncio.run(scenario())
+    token = rows_token(operator.user.pk, [world["tasks"]["failed"]])
+    assert quiet_while_reviewed(operator, token, world)
 
 
 def test_no_push_reaches_a_person_whose_credential_cannot_read_the_task(
@@ -78,15 +86,7 @@ def test_no_push_reaches_a_person_whose_credential_cannot_read_the_task(
     outsider = make_person(world, "operator", queue_ids=frozenset({reports.id}))
     token = rows_token(outsider.user.pk, [world["tasks"]["needs_review"]])
 
-    async def scenario() -> bool:
-        socket = queue_socket(outsider, token)
-        assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
-        await sync_to_async(review_in_process)(world)
-        quiet = await socket.receive_nothing(timeout=2)
-        await socket.disconnect()
-        return quiet
-
-    assert asyncio.run(scenario())
+    assert quiet_while_reviewed(outsider, token, world)
 
 
 def test_a_token_of_someone_else_or_forged_opens_nothing(

@@ -80,16 +80,7 @@ def test_a_hung_channel_layer_never_holds_the_thread_that_committed(
     notification that could not go out is still counted once the timeout passes."""
     before = failures()
     with silent_server() as silent:
-        hung = {
-            "default": {
-                "BACKEND": "channels_redis.core.RedisChannelLayer",
-                "CONFIG": {
-                    "hosts": [
-                        {"address": f"redis://127.0.0.1:{silent.port}/0", "socket_timeout": None}
-                    ]
-                },
-            }
-        }
+        hung = silent.as_channel_layer()
         with override_settings(CHANNEL_LAYERS=hung, ORBIT_PUBLISH_TIMEOUT=0.3):
             started = time.monotonic()
             for _ in range(3):

@@ -329,17 +329,7 @@ def test_a_publish_to_a_hung_channel_layer_gives_up_within_its_timeout() -> None
     ``ORBIT_PUBLISH_TIMEOUT`` and is counted; the write goes on."""
     before = publish_failures()
     with silent_server() as silent:
-        hung = {
-            "default": {
-                "BACKEND": "channels_redis.core.RedisChannelLayer",
-                # As production configures it: no client-side read timeout (settings.py).
-                "CONFIG": {
-                    "hosts": [
-                        {"address": f"redis://127.0.0.1:{silent.port}/0", "socket_timeout": None}
-                    ]
-                },
-            }
-        }
+        hung = silent.as_channel_layer()
         with override_settings(CHANNEL_LAYERS=hung, ORBIT_PUBLISH_TIMEOUT=0.3):
             started = time.monotonic()
             assert publish(task_group(new_id()), {"type": "console.event", "event": {}}) is False

@@ -155,19 +155,25 @@ def test_the_group_runs_hooks_exactly_as_djangos_own_chain(
     assert run_chain(settings, plan, grouped=True) == expected
 
 
-def test_the_group_hops_to_the_sync_thread_once_each_way(settings: Any, monkeypatch: Any) -> None:
-    """Two hops for the request and response hooks of all nine middleware, not one per hook
-    (the view hooks take one more, made by Django's handler)."""
-    from orbit_console.ops import middleware
-
+def counted_hops(module: Any, monkeypatch: Any) -> list[str]:
+    """The names of the functions ``module`` sends to the sync thread from now on."""
     hops: list[str] = []
-    real = middleware.sync_to_async
+    real = module.sync_to_async
 
     def counting(function: Any, **kwargs: Any) -> Any:
         hops.append(function.__name__)
         return real(function, **kwargs)
 
-    monkeypatch.setattr(middleware, "sync_to_async", counting)
+    monkeypatch.setattr(module, "sync_to_async", counting)
+    return hops
+
+
+def test_the_group_hops_to_the_sync_thread_once_each_way(settings: Any, monkeypatch: Any) -> None:
+    """Two hops for the request and response hooks of all nine middleware, not one per hook
+    (the view hooks take one more, made by Django's handler)."""
+    from orbit_console.ops import middleware
+
+    hops = counted_hops(middleware, monkeypatch)
     run_chain(settings, {}, grouped=True)
     assert hops == ["_request_phase", "_response_phase"]
 
@@ -241,14 +247,7 @@ def test_an_api_request_is_served_in_one_hop(settings: Any, monkeypatch: Any) ->
     view (issue 12)."""
     from orbit_console.ops import handler as handlers
 
-    hops: list[str] = []
-    real = handlers.sync_to_async
-
-    def counting(function: Any, **kwargs: Any) -> Any:
-        hops.append(function.__name__)
-        return real(function, **kwargs)
-
-    monkeypatch.setattr(handlers, "sync_to_async", counting)
+    hops = counted_hops(handlers, monkeypatch)
     handler = api_handler(settings)
 
     async def twice() -> list[str]:

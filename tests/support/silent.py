@@ -6,12 +6,24 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class SilentServer:
     port: int
     held: list[socket.socket] = field(default_factory=list)  # the connections it accepted
+
+    def as_channel_layer(self) -> dict[str, Any]:
+        """``CHANNEL_LAYERS`` with Redis here, configured as production configures it (no
+        client-side read timeout, settings.py): a channel layer that hangs."""
+        host = {"address": f"redis://127.0.0.1:{self.port}/0", "socket_timeout": None}
+        return {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [host]},
+            }
+        }
 
 
 @contextlib.contextmanager

@@ -241,7 +241,9 @@ def api_handler(settings: Any) -> ApiHandler:
     return ApiHandler()
 
 
-def test_an_api_request_is_served_in_one_hop(settings: Any, monkeypatch: Any) -> None:
+def test_an_api_request_is_served_in_one_hop(
+    settings: Any, monkeypatch: Any, live_db: None
+) -> None:
     """The request signals, API_MIDDLEWARE, the view and closing the response: one hop to the
     sync thread, where Django's handler makes one per signal, per sync middleware and for the
     view (issue 12)."""
@@ -260,7 +262,7 @@ def test_an_api_request_is_served_in_one_hop(settings: Any, monkeypatch: Any) ->
     assert hops == ["_respond", "_respond"]
 
 
-def test_the_api_runs_its_own_chain_in_english_and_utc(settings: Any) -> None:
+def test_the_api_runs_its_own_chain_in_english_and_utc(settings: Any, live_db: None) -> None:
     """Called in-process from a console page in another language and zone, the API answers
     as it would over the network: English, UTC, and none of the console's chain."""
     from django.utils import timezone, translation

@@ -495,9 +495,15 @@ def grow(database_url: str, namespace_id: str, rows: int) -> dict[str, Any]:
     from orbit_console.ledger.models import OperationAudit, Task
 
     connection = mysql_connect(database_url, charset="utf8mb4", autocommit=True)
+    # Ids as the ledger makes them (lib/ids.py: the time in milliseconds, then random digits),
+    # from some moment of the past year: the grown rows sit where a year of use would put them.
+    past_id = (
+        "CONCAT(LPAD(LOWER(HEX(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000 - RAND() * 31536000000))), "
+        "12, '0'), SUBSTR(MD5(UUID()), 1, 20))"
+    )
     task_columns = [field.column for field in Task._meta.concrete_fields]
     fresh = {
-        "id": "MD5(UUID())",
+        "id": past_id,
         "state": "'SUCCEEDED'",
         "business_key": "CONCAT('grow:', MD5(UUID()))",
         "retry_of": "NULL",
@@ -522,11 +528,11 @@ def grow(database_url: str, namespace_id: str, rows: int) -> dict[str, Any]:
         made += cursor.rowcount
     audit_columns = [field.column for field in OperationAudit._meta.concrete_fields]
     audit_values = {
-        "id": "MD5(UUID())",
+        "id": past_id,
         "namespace_id": "t.namespace_id",
         "task_id": "t.id",
         "seq": "1",
-        "operation_id": "MD5(UUID())",
+        "operation_id": past_id,
         "actor_id": "MD5(t.id)",
         "action": "'task.accepted'",
         "reason": "'growth'",

@@ -379,6 +379,10 @@ CONSOLE_ACCESS_SECONDS = env_int("CONSOLE_ACCESS_SECONDS", 5, minimum=1)
 TIMELINE_POLL_SECONDS = 1.0
 TIMELINE_POLL_MAX_SECONDS = 10.0
 TIMELINE_WATCH_DEADLINE_SECONDS = env_int("TIMELINE_WATCH_DEADLINE_SECONDS", 3600, minimum=10)
+# The task page shows the first page of the task's timeline from this coroutine function
+# (``(client, person, task_id) -> page``), named here so that the console does not import the
+# timeline app that depends on it (docs/architecture.md); empty, the page has no timeline.
+CONSOLE_TASK_TIMELINE = "orbit_console.timeline.builder.build_page"
 
 # --- Operations -----------------------------------------------------------------------------
 # /metrics answers only requests bearing this token; unset, it does not exist (ops/metrics.py).

@@ -21,6 +21,7 @@ from django.utils import timezone, translation
 
 from orbit_console.client import OutcomeUnknown
 from orbit_console.console.access import can_read_task
+from orbit_console.console.middleware import cookies_of, language_of, zone_of_scope
 from orbit_console.console.models import Proposal
 from orbit_console.console.people import SUPERVISOR, Person, load_person
 from orbit_console.console.proposals import APPROVALS_GROUP, visible_proposals
@@ -33,7 +34,6 @@ from orbit_console.lib.live import (
     task_group,
 )
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
-from orbit_console.timeline.render import cookies_of, language_of, zone_of_scope
 
 
 class ApprovalsConsumer(AsyncWebsocketConsumer):

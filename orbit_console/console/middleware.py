@@ -1,10 +1,14 @@
 from collections.abc import Awaitable, Callable
+from http.cookies import SimpleCookie
+from typing import Any
 from urllib.parse import unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation.trans_real import parse_accept_lang_header
 
 TIMEZONE_COOKIE = "orbit_tz"
 
@@ -22,6 +26,37 @@ def zone_named(name: str) -> ZoneInfo:
         except (ZoneInfoNotFoundError, ValueError):
             pass
     return ZoneInfo("UTC")
+
+
+def cookies_of(scope: dict[str, Any]) -> dict[str, str]:
+    for name, value in scope.get("headers", []):
+        if name == b"cookie":
+            cookie = SimpleCookie()
+            cookie.load(value.decode("latin-1"))
+            return {key: morsel.value for key, morsel in cookie.items()}
+    return {}
+
+
+def language_of(scope: dict[str, Any], cookies: dict[str, str]) -> str:
+    """The language the person's pages are in: their choice (cookie), else their browser's."""
+    supported = {code for code, _name in settings.LANGUAGES}
+    chosen = cookies.get(settings.LANGUAGE_COOKIE_NAME, "")
+    candidates = [chosen] if chosen else []
+    for name, value in scope.get("headers", []):
+        if name == b"accept-language":
+            candidates += [lang for lang, _q in parse_accept_lang_header(value.decode("latin-1"))]
+    for candidate in candidates:
+        try:
+            variant = translation.get_supported_language_variant(candidate)
+        except LookupError:
+            continue
+        if variant in supported:
+            return variant
+    return settings.LANGUAGE_CODE
+
+
+def zone_of_scope(cookies: dict[str, str]) -> ZoneInfo:
+    return zone_named(cookies.get(TIMEZONE_COOKIE, ""))
 
 
 class TimezoneMiddleware:

@@ -7,9 +7,13 @@ word on every call. A person holds at most one credential per namespace and sees
 credentials cover (docs/access.md): an organisation-wide auditor holds one in every namespace.
 """
 
+import asyncio
+import time
+import weakref
 from dataclasses import dataclass
 
 import httpx
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, Group, User
 from django.db import connection
@@ -153,3 +157,47 @@ def token_client(token: str, *, base_url: str | None = None) -> OrbitClient:
     # The embedded API of this process, without a trip through the network (client/inprocess).
     transport = inprocess.InProcessTransport(timeout=settings.ORBIT_API_TIMEOUT)
     return OrbitClient(inprocess.base_url(), token, timeout=timeout, transport=transport)
+
+
+# --- The people behind platform actor ids (AU6) ------------------------------------------------
+
+_names: dict[str, str] = {}
+# Actor ids the console knows no one by (API clients, workers), and when that was last seen:
+# without this, every live push by such an actor would query the database once per open socket.
+_unknown: dict[str, float] = {}
+UNKNOWN_FOR_SECONDS = 60.0
+# One lookup at a time per event loop: the sockets of one task all receive a push at once, and
+# the first one's lookup answers for the others.
+_lookups: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def actor_names(actor_ids: set[str]) -> dict[str, str]:
+    """The console's people behind platform actor ids (AU6), cached per process; an id that
+    belongs to no one is asked about again after ``UNKNOWN_FOR_SECONDS``."""
+    if _missing(actor_ids):
+        loop = asyncio.get_running_loop()
+        async with _lookups.setdefault(loop, asyncio.Lock()):
+            missing = _missing(actor_ids)
+            if missing:
+                found = await sync_to_async(_lookup_names)(missing)
+                _names.update(found)
+                now = time.monotonic()
+                _unknown.update((actor_id, now) for actor_id in missing if actor_id not in found)
+    return {actor_id: _names[actor_id] for actor_id in actor_ids if actor_id in _names}
+
+
+def _missing(actor_ids: set[str]) -> list[str]:
+    now = time.monotonic()
+    return [
+        actor_id
+        for actor_id in actor_ids
+        if actor_id not in _names
+        and now - _unknown.get(actor_id, float("-inf")) >= UNKNOWN_FOR_SECONDS
+    ]
+
+
+def _lookup_names(actor_ids: list[str]) -> dict[str, str]:
+    credentials = OrbitCredential.objects.filter(actor_id__in=actor_ids).select_related("user")
+    return {credential.actor_id: credential.user.get_username() for credential in credentials}

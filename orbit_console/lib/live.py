@@ -17,10 +17,15 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
-
-from orbit_console.ops.metrics import PUBLISH_FAILURES
+from prometheus_client import Counter
 
 logger = logging.getLogger("orbit.live")
+
+# On the default registry, which /metrics serves (ops/metrics.py).
+PUBLISH_FAILURES = Counter(
+    "orbit_channel_layer_publish_failures_total",
+    "Live notifications the channel layer failed to take",
+)
 
 OPERATION_MESSAGE = "ledger.operation"
 CONSOLE_EVENT_MESSAGE = "console.event"

@@ -4,7 +4,8 @@
 (``Authorization: Bearer <token>``); otherwise it is a plain 404, as if it did not exist. The
 reverse proxy never routes it (deploy/nginx.conf): Prometheus scrapes each console process
 directly. Series that describe the database (submissions by state, the reconciler's backlog and
-lag) are computed at scrape time by the console's collector (``console/metrics.py``).
+lag) are computed at scrape time by the console's collector (``console/metrics.py``); the live
+layer counts its own publishing failures (``lib/live.py``).
 """
 
 import hmac
@@ -43,10 +44,6 @@ WEBSOCKETS_OPEN = Gauge(
 # Exported at 0 from the start, so that a scrape before the first socket still sees the series.
 for _consumer in ("timeline", "approvals"):
     WEBSOCKETS_OPEN.labels(consumer=_consumer)
-PUBLISH_FAILURES = Counter(
-    "orbit_channel_layer_publish_failures_total",
-    "Live notifications the channel layer failed to take",
-)
 
 
 def bears_metrics_token(authorization: str) -> bool:

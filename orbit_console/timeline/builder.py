@@ -2,16 +2,14 @@
 console's events that fall in the same time window."""
 
 import asyncio
-import time
-import weakref
 from dataclasses import dataclass
 from datetime import datetime
 
 from asgiref.sync import sync_to_async
 
 from orbit_console.client import OrbitClient, OrbitError
-from orbit_console.console.models import ConsoleEvent, OrbitCredential
-from orbit_console.console.people import Person
+from orbit_console.console.models import ConsoleEvent
+from orbit_console.console.people import Person, actor_names
 from orbit_console.timeline.entries import Entry, from_event, from_operation, merged
 
 PAGE_SIZE = 20
@@ -107,45 +105,3 @@ def _console_events(
         events = events.filter(created_at__lt=until)
     events = events.order_by("-created_at", "-id")
     return list(events[:CONSOLE_ONLY_LIMIT] if limited else events)
-
-
-_names: dict[str, str] = {}
-# Actor ids the console knows no one by (API clients, workers), and when that was last seen:
-# without this, every live push by such an actor would query the database once per open socket.
-_unknown: dict[str, float] = {}
-UNKNOWN_FOR_SECONDS = 60.0
-# One lookup at a time per event loop: the sockets of one task all receive a push at once, and
-# the first one's lookup answers for the others.
-_lookups: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
-    weakref.WeakKeyDictionary()
-)
-
-
-async def actor_names(actor_ids: set[str]) -> dict[str, str]:
-    """The console's people behind platform actor ids (AU6), cached per process; an id that
-    belongs to no one is asked about again after ``UNKNOWN_FOR_SECONDS``."""
-    if _missing(actor_ids):
-        loop = asyncio.get_running_loop()
-        async with _lookups.setdefault(loop, asyncio.Lock()):
-            missing = _missing(actor_ids)
-            if missing:
-                found = await sync_to_async(_lookup_names)(missing)
-                _names.update(found)
-                now = time.monotonic()
-                _unknown.update((actor_id, now) for actor_id in missing if actor_id not in found)
-    return {actor_id: _names[actor_id] for actor_id in actor_ids if actor_id in _names}
-
-
-def _missing(actor_ids: set[str]) -> list[str]:
-    now = time.monotonic()
-    return [
-        actor_id
-        for actor_id in actor_ids
-        if actor_id not in _names
-        and now - _unknown.get(actor_id, float("-inf")) >= UNKNOWN_FOR_SECONDS
-    ]
-
-
-def _lookup_names(actor_ids: list[str]) -> dict[str, str]:
-    credentials = OrbitCredential.objects.filter(actor_id__in=actor_ids).select_related("user")
-    return {credential.actor_id: credential.user.get_username() for credential in credentials}

@@ -17,8 +17,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from orbit_console.console.middleware import cookies_of, language_of, zone_of_scope
 from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import Person, load_person
+from orbit_console.console.people import Person, actor_names, load_person
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
@@ -29,9 +30,8 @@ from orbit_console.lib.live import (
 )
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.timeline import watcher
-from orbit_console.timeline.builder import actor_names
 from orbit_console.timeline.entries import from_event, from_operation
-from orbit_console.timeline.render import cookies_of, language_of, render_push, zone_of_scope
+from orbit_console.timeline.render import render_push
 from orbit_console.timeline.verdicts import VERDICTS
 
 logger = logging.getLogger("orbit.timeline")

@@ -1,17 +1,24 @@
 """The task page: every field, the attempts, the retry chain, and which recoveries are possible."""
 
 import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils.module_loading import import_string
 from django.views.decorators.http import require_GET
 
+from orbit_console.client import OrbitClient
 from orbit_console.console.availability import retry_availability, review_availability
 from orbit_console.console.models import Submission
 from orbit_console.console.people import Person
 from orbit_console.console.views.common import arender, console_view, task_client
 from orbit_console.lib.ids import is_id
-from orbit_console.timeline.builder import build_page
+
+TimelineOf = Callable[[OrbitClient, Person, str], Awaitable[Any]]
 
 
 def task_id_or_404(task_id: str) -> str:
@@ -28,7 +35,7 @@ async def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     async with await task_client(request, task_id) as orbit:
         task = await orbit.get_task(task_id)
         attempts, timeline = await asyncio.gather(
-            orbit.list_attempts(task_id, limit=50), build_page(orbit, person, task_id)
+            orbit.list_attempts(task_id, limit=50), _timeline(orbit, person, task_id)
         )
     submissions = await sync_to_async(_submissions_of)(task_id)
     context = {
@@ -56,6 +63,16 @@ async def task_recovery(request: HttpRequest, task_id: str) -> HttpResponse:
         "read_only": person.read_only,
     }
     return await arender(request, "console/task_detail.html#recovery", context)
+
+
+@functools.cache
+def _timeline_of() -> TimelineOf | None:
+    return import_string(settings.CONSOLE_TASK_TIMELINE) if settings.CONSOLE_TASK_TIMELINE else None
+
+
+async def _timeline(orbit: OrbitClient, person: Person, task_id: str) -> Any:
+    timeline_of = _timeline_of()
+    return None if timeline_of is None else await timeline_of(orbit, person, task_id)
 
 
 def _submissions_of(task_id: str) -> list[Submission]:

@@ -1,0 +1,85 @@
+"""The package's layers (docs/architecture.md): which app may import which.
+
+Read from the source (every ``import`` and ``from ... import`` of ``orbit_console.<app>``,
+deferred imports inside functions included), so that a new import that closes a cycle fails
+here before it is reviewed.
+"""
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import orbit_console
+
+PACKAGE = Path(orbit_console.__file__).parent
+APPS = sorted(
+    path.name
+    for path in PACKAGE.iterdir()
+    if path.is_dir() and (path / "__init__.py").exists() and path.name != "locale"
+)
+# Who may import whom: every import between two of the package's apps is listed here.
+ALLOWED = {
+    "lib": set(),
+    "ops": {"lib"},
+    "client": {"lib", "ops"},
+    "audit": {"lib", "ops"},
+    "ledger": {"audit", "lib", "ops"},
+    "console": {"audit", "client", "ledger", "lib", "ops"},
+    "timeline": {"client", "console", "lib", "ops"},
+}
+
+
+def imports_between_apps() -> dict[str, dict[str, list[str]]]:
+    """{app: {imported app: [files]}} for every import of one app by another."""
+    found: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for app in APPS:
+        for path in (PACKAGE / app).rglob("*.py"):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue
+                for name in names:
+                    root, _, rest = name.partition(".")
+                    other = rest.split(".")[0]
+                    if root == "orbit_console" and other in APPS and other != app:
+                        found[app][other].append(str(path.relative_to(PACKAGE)))
+    return found
+
+
+def test_every_app_has_its_place_in_the_layers() -> None:
+    assert set(APPS) == set(ALLOWED)
+
+
+def test_apps_import_only_the_layers_below_them() -> None:
+    found = imports_between_apps()
+    unexpected = {
+        f"{app} -> {other} ({', '.join(sorted(set(files)))})"
+        for app, others in found.items()
+        for other, files in others.items()
+        if other not in ALLOWED[app]
+    }
+    assert not unexpected
+
+
+def test_the_allowed_layers_have_no_cycle() -> None:
+    """No two apps import each other, directly or through others."""
+    done: set[str] = set()
+
+    def visit(app: str, path: tuple[str, ...]) -> None:
+        assert app not in path, " -> ".join((*path, app))
+        if app not in done:
+            for other in ALLOWED[app]:
+                visit(other, (*path, app))
+            done.add(app)
+
+    for app in ALLOWED:
+        visit(app, ())
+
+
+def test_the_checker_sees_imports_inside_functions() -> None:
+    """The console's administrative commands import the ledger only inside functions."""
+    assert "ledger" in imports_between_apps()["console"]

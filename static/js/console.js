@@ -21,7 +21,27 @@
       select.addEventListener("change", function () { select.form.submit(); });
     });
     document.querySelectorAll("[data-max-chars]").forEach(countCharacters);
+    document.querySelectorAll("button[data-copy]").forEach(copyButton);
   });
+
+  // A button that copies the text of the element it names (data-copy); where the clipboard is
+  // not open to the page (plain HTTP away from localhost), it selects the text for Ctrl+C.
+  function copyButton(button) {
+    button.addEventListener("click", function () {
+      var source = document.getElementById(button.dataset.copy);
+      function select() {
+        window.getSelection().selectAllChildren(source);
+      }
+      function done() {
+        button.textContent = button.dataset.copied;
+      }
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(source.textContent).then(done, select);
+      } else {
+        select();
+      }
+    });
+  }
 
   // A live counter under a field with a length limit (forms.UncutText): what is left, or how
   // much is too much. Nothing is cut; the server refuses an overlong text with the count.

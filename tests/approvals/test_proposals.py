@@ -7,7 +7,9 @@ The servers run with approval required (``tests/approvals/conftest.py``); the on
 policy switched off uses ``orbit_server``, whose policy is off.
 """
 
+import html
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +29,7 @@ from orbit_console.console.proposals import (
     proposal_approve,
     proposal_create,
 )
+from orbit_console.lib import strictjson
 from tests.approvals.conftest import (
     APPROVALS_ON,
     assert_nothing_sent,
@@ -38,18 +41,22 @@ from tests.approvals.conftest import (
     task_records,
 )
 from tests.console.web import (
+    REVIEW_CHECKS,
     Console,
     element,
+    form_with,
     pre_text,
     retry_values,
     review_through_console,
     review_values,
     signed_in,
+    step_of,
     text_of,
+    wizard_post,
     wizard_submit,
     wizard_to_confirm,
 )
-from tests.support.orbit import get_task, review, review_body
+from tests.support.orbit import get_task, retry, review, review_body
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer, child_env, run_manage
 
@@ -220,6 +227,32 @@ def test_proposing_the_same_task_revision_twice_yields_one_proposal(
     mine = json.loads(pre_text(page.text, r'<pre id="set-aside-mine">.*?</pre>'))
     assert mine["outcome"] == "SUCCEEDED"
 
+    # Once the one that stood is rejected, a new decision starts from what they typed: the
+    # checks are made again, the decide step holds their outcome, result, reason and evidence.
+    assert 'data-copy="set-aside-mine"' in page.text
+    restart = re.search(r'href="([^"]+)" id="set-aside-restart"', page.text)
+    assert restart is not None
+    assert restart[1] == f"/tasks/{task_id}/review?from={proposal.id}"
+    answer = decide(consoles["supervisor"], proposal.id, "reject", reason="Wrong outcome")
+    assert answer.status_code == 303
+    start = operator.get(html.unescape(restart[1]))
+    assert start.status_code == 200
+    assert "starts from yours that was not sent" in messages_of(start.text)
+    decide_step = wizard_post(operator, f"/tasks/{task_id}/review", start.text, REVIEW_CHECKS)
+    assert step_of(decide_step.text) == "decide"
+    form = form_with(decide_step.text, "pin")
+    assert form.value("outcome") == "SUCCEEDED"
+    assert strictjson.loads(form.value("result") or "") == strictjson.loads(
+        review_values()[1][1]
+    )  # 9007199254740993 kept exactly
+    assert (form.value("reason"), form.value("evidence_ref")) == (
+        mine["reason"],
+        mine["evidence_ref"],
+    )
+    # Someone else's session holds nothing of theirs: the wizard starts empty.
+    other = consoles["operator_2"].get(html.unescape(restart[1]))
+    assert "starts from yours" not in messages_of(other.text)
+
 
 # --- Approving ----------------------------------------------------------------------------------
 
@@ -285,6 +318,20 @@ def test_approval_sends_the_stored_request_with_the_supervisors_credential_AU6_C
         page = consoles[person].get(f"/proposals/{proposal_id}")
         assert 'id="proposal-drift"' not in page.text
         assert "has moved" not in text_of(page.text)
+
+    # ... but it does warn of what others do to the task afterwards.
+    again = retry(approvals_api, world, task="needs_review", revision="4")
+    assert again.status_code == 201, again.text
+    successor = again.json()["data"]["task"]["id"]
+    page = consoles["operator"].get(f"/proposals/{proposal_id}")
+    drift = text_of(
+        element(
+            page.text, r'<div class="callout danger" role="alert" id="proposal-drift">.*?</div>'
+        )
+    )
+    assert "The task has moved since this decision was applied." in drift
+    assert f"Someone has retried the task since: its successor is {successor}." in drift
+    assert "revision" not in drift  # a retry leaves the source's revision as it was (RT9)
 
     # Every step is a console event naming its actor; the proposal's history names both people.
     operator_name, supervisor_name = crew["operator"].username, crew["supervisor"].username
@@ -443,6 +490,18 @@ def test_reject_requires_a_reason_and_records_it(
     assert reason in history_of(page.text)
     assert "Withdraw my proposal" not in text
     assert_nothing_sent(approvals_api, world, task_id)
+
+    # The proposer's own box on the work queue says it was rejected, by whom and why (issue 15),
+    # instead of the proposal silently leaving it.
+    own = text_of(
+        element(
+            consoles["operator"].get("/").text,
+            r'<div class="callout info" id="own-proposals">.*?</div>',
+        )
+    )
+    assert "Rejected by a supervisor" in own
+    assert f"({crew['supervisor'].username}: {reason})" in own
+    assert "waiting for approval" not in own
 
     # Decided is decided: a later approval is refused and says by whom.
     answer = decide(consoles["supervisor_2"], proposal_id, "approve")

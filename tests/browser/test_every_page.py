@@ -17,7 +17,7 @@ from django.conf import settings
 from playwright.sync_api import Page, expect
 
 from orbit_console.lib.ids import new_id
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import next_step, sign_in, tick_all_checks
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
@@ -65,12 +65,39 @@ def pages_of(role: str, world: dict[str, Any], history: dict[str, Any]) -> list[
         "operator": [
             f"/tasks/{world['tasks']['needs_review_2']}/review",
             f"/tasks/{world['tasks']['failed']}/retry",
+            f"/tasks/{applied.task_id}/review",  # 409: the task is no longer NEEDS_REVIEW
             "/audit",  # not allowed
         ],
-        "supervisor": ["/approvals", "/audit", f"/tasks/{world['tasks']['failed']}/retry"],
+        "supervisor": [
+            "/approvals",
+            "/audit",
+            f"/tasks/{world['tasks']['failed']}/retry",
+            f"/tasks/{applied.task_id}/review",
+        ],
         "auditor": ["/audit", "/approvals"],  # the second: not allowed
     }
     return common + by_role[role]
+
+
+def problems_along_the_wizard(page: Page, url: str, language: str) -> dict[str, list[str]]:
+    """The review wizard's later steps as a person walks them (nothing is sent): Decide with
+    the mistakes of an empty form, Decide filled in, Confirm."""
+    found = {}
+    page.goto(url)
+    tick_all_checks(page)
+    next_step(page)
+    expect(page.locator("#id_reason")).to_be_visible()
+    next_step(page)  # nothing typed
+    expect(page.locator("#id_reason[aria-invalid=true], .has-error").first).to_be_visible()
+    found["decide, with mistakes"] = problems_of(page, language)
+    page.locator("input[name=outcome][value=FAILED]").check()
+    page.fill("#id_result", '{"confirmed": true}')
+    page.fill("#id_reason", "Checked the object store: the write never happened")
+    page.fill("#id_evidence_ref", "evidence:every-page-001")
+    next_step(page)
+    expect(page.locator("input[name=execution_settled]")).to_be_visible()
+    found["confirm"] = problems_of(page, language)
+    return {f"{language} {url} {step}": problems for step, problems in found.items() if problems}
 
 
 def problems_of(page: Page, language: str = "en") -> list[str]:
@@ -132,6 +159,9 @@ def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
             expect(page.locator("header.topbar")).to_be_visible()
             if found := problems_of(page, language):
                 problems[f"{language} {path}"] = found
+        if role != "auditor":
+            wizard = f"{orbit_server.url}/tasks/{world['tasks']['needs_review_2']}/review"
+            problems.update(problems_along_the_wizard(page, wizard, language))
     assert problems == {}, json.dumps(problems, indent=1, ensure_ascii=False)
 
 

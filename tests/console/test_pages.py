@@ -289,6 +289,13 @@ def test_task_page_shows_every_field_and_exact_pretty_json(
         ("Retry policy", "attempt timeout 10000 ms"),
     ]:
         assert f"{label} {value}" in facts, (label, facts)
+    # The queue's id leads to the work queue filtered by it (the API filters by whole ids).
+    link = re.search(r'<a href="([^"]+)" id="task-queue"', page.text)
+    assert link is not None
+    queue = operator.get(unescape(link[1]))
+    assert queue.status_code == 200
+    assert unescape(link[1]) == f"/?queue_id={world['queue_id']}&state=SUCCEEDED"
+    assert f'id="row-live-{other}"' in queue.text
     execution = element(page.text, r'<section aria-labelledby="execution-title">.*?</section>')
     execution_text = text_of(execution)
     for label, value in [

@@ -18,7 +18,12 @@ from orbit_console.console.consumers import rows_token
 from orbit_console.ledger.models import Queue
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
-from tests.timeline.helpers import review_in_process, session_cookie, socket_headers
+from tests.timeline.helpers import (
+    retry_in_process,
+    review_in_process,
+    session_cookie,
+    socket_headers,
+)
 
 ORIGIN = "http://127.0.0.1"
 RECEIVE_TIMEOUT = 20  # two cores and other suites at once: generous, never a timing assertion
@@ -63,6 +68,27 @@ def test_a_row_whose_task_is_reviewed_says_so_at_once(
     pushed = asyncio.run(scenario())
     assert f'id="row-live-{shown}"' in pushed and 'hx-swap-oob="true"' in pushed
     assert "now FAILED, revision 4" in pushed
+
+
+def test_a_row_whose_task_is_retried_links_the_new_task(
+    settings: SettingsWrapper, orbit_server: DaphneServer, world: dict[str, Any], live_db: None
+) -> None:
+    settings.ORBIT_API_URL = orbit_server.url
+    operator = make_person(world, "operator")
+    shown = world["tasks"]["failed"]
+    token = rows_token(operator.user.pk, [shown])
+
+    async def scenario() -> tuple[str, str]:
+        socket = queue_socket(operator, token)
+        assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
+        successor = await sync_to_async(retry_in_process)(world)
+        pushed = await socket.receive_from(timeout=RECEIVE_TIMEOUT)
+        await socket.disconnect()
+        return successor, str(pushed)
+
+    successor, pushed = asyncio.run(scenario())
+    assert f'id="row-live-{shown}"' in pushed
+    assert f'retried: <a href="/tasks/{successor}">the new task</a>' in pushed
 
 
 def test_the_socket_follows_the_rows_it_was_given_only(

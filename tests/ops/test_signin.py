@@ -110,6 +110,24 @@ def test_five_failures_lock_the_user_name_out_even_with_the_right_password(
         assert queue.status_code == 302 and queue.headers["location"].startswith("/signin")
 
 
+def test_the_paused_page_is_a_page_in_the_readers_language_with_a_way_back(
+    server: DaphneServer, world: dict[str, Any], address: str
+) -> None:
+    person = make_person(world, "operator")
+    fail(server, person.username, FAILURE_LIMIT, address)
+    for language, heading, back in [
+        ("en", LOCKED_OUT, "Back to signing in"),
+        ("zh-Hans", "登录已暂停", "返回登录"),
+    ]:
+        headers = {"X-Forwarded-For": address, "Accept-Language": language}
+        with Console(server.url, headers=headers) as console:
+            locked = attempt(console, person.username, person.password)
+        assert locked.status_code == 429
+        assert heading in text_of(locked.text)
+        assert f'<a href="/signin" id="lockout-back">{back}</a>' in locked.text
+        assert '<header class="topbar">' in locked.text
+
+
 def test_a_locked_out_user_name_leaves_other_user_names_alone(
     server: DaphneServer, world: dict[str, Any], address: str
 ) -> None:

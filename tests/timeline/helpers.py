@@ -17,10 +17,10 @@ from orbit_console.ledger.auth import hash_token
 from orbit_console.ledger.journal import write_audit
 from orbit_console.ledger.lifecycle import credential_revoke
 from orbit_console.ledger.models import Credential, OperationAudit, Task
-from orbit_console.ledger.requests import parse_review
+from orbit_console.ledger.requests import parse_retry, parse_review
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.secretbox import unseal
-from tests.support.orbit import new_key, review_body
+from tests.support.orbit import new_key, retry_body, review_body
 
 REASON_WITH_MARKUP = 'Checked <b>"the store"</b> & found nothing'
 REASON_ESCAPED = "Checked &lt;b&gt;&quot;the store&quot;&lt;/b&gt; &amp; found nothing"
@@ -64,6 +64,18 @@ def review_in_process(
     )
     audit_id: str = receipt.data["audit_id"]
     return audit_id
+
+
+def retry_in_process(world: dict[str, Any], *, task: str = "failed") -> str:
+    """Retry a task through the ledger's service, in this process. Returns the successor's id."""
+    receipt = services.task_retry(
+        credential=ledger_credential(world["tokens"]["admin"]),
+        task_id=world["tasks"][task],
+        idempotency_key=new_key(),
+        request=parse_retry(json.dumps(retry_body()).encode()),
+    )
+    successor: str = receipt.data["task"]["id"]
+    return successor
 
 
 class RolledBack(Exception):

@@ -94,14 +94,20 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
     _, read = await require_task_read(person, proposal.task_id, what="proposal")
     current, current_error = await task_now(request, proposal.task_id, read=read)
     applied = submission is not None and submission.state == SubmissionState.SUCCEEDED
+    # Once its own submission is applied, the task moved because of it: only later moves by
+    # others are worth a warning.
+    if submission is not None and applied:
+        drift = _moved_since_applied(proposal, submission, current)
+    else:
+        drift = _drift(proposal, current)
     context = {
         "proposal": proposal,
         "events": events,
         "submission": submission,
         "current": current,
         "current_error": current_error,
-        # Once its own submission is applied, the task moved because of it: nothing to warn of.
-        "drift": [] if applied else _drift(proposal, current),
+        "drift": drift,
+        "applied": applied,
         "can_decide": proposal.is_pending
         and person.has_role(SUPERVISOR)
         and person.user.pk != proposal.proposed_by_id,
@@ -110,6 +116,7 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
         **await set_aside_context(
             request,
             proposal.id,
+            action=proposal.action,
             standing_body=proposal.body,
             standing_by=proposal.proposed_by.get_username(),
             task_id=proposal.task_id,
@@ -136,6 +143,30 @@ def _drift(proposal: Proposal, current: Task | None) -> list[str]:
         warnings.append(_("The task is now %(state)s.") % {"state": current.state})
     if proposal.action == "retry" and current.retry_successor_id:
         warnings.append(_("The task already has a retry successor."))
+    return warnings
+
+
+def _moved_since_applied(
+    proposal: Proposal, submission: Submission, current: Task | None
+) -> list[str]:
+    """What others did to the task after this proposal's own submission was applied. The
+    submission moved it itself: a review to the next revision (RV5), a retry to a successor,
+    the source's revision unchanged (RT9)."""
+    if current is None:
+        return []
+    own_revision = int(proposal.expected_revision) + (1 if proposal.action == "review" else 0)
+    warnings = []
+    if int(current.revision) != own_revision:
+        warnings.append(
+            _("The task is now at revision %(now)s; this decision left it at revision %(then)s.")
+            % {"now": current.revision, "then": own_revision}
+        )
+    own_successor = submission.result_task_id or None
+    if current.retry_successor_id and current.retry_successor_id != own_successor:
+        warnings.append(
+            _("Someone has retried the task since: its successor is %(successor)s.")
+            % {"successor": current.retry_successor_id}
+        )
     return warnings
 
 

@@ -127,10 +127,17 @@ async def set_aside(request: HttpRequest, standing_id: str, body: str) -> None:
     await request.session.aset(_SET_ASIDE + standing_id, body)
 
 
+async def kept_decision(request: HttpRequest, standing_id: str) -> str | None:
+    """The body of the person's decision set aside for ``standing_id``, if there is one."""
+    body: str | None = await request.session.aget(_SET_ASIDE + standing_id)
+    return body
+
+
 async def set_aside_context(
     request: HttpRequest,
     standing_id: str,
     *,
+    action: str,
     standing_body: str,
     standing_by: str,
     task_id: str,
@@ -138,11 +145,13 @@ async def set_aside_context(
 ) -> dict[str, Any]:
     """What ``console/partials/set_aside.html`` shows on the standing decision's page: nothing
     unless this person's decision was set aside for it."""
-    mine = await request.session.aget(_SET_ASIDE + standing_id)
+    mine = await kept_decision(request, standing_id)
     if mine is None:
         return {}
     return {
         "set_aside": mine,
+        "set_aside_of": standing_id,
+        "set_aside_action": action,
         "standing_body": standing_body,
         "standing_by": standing_by,
         "task_id": task_id,

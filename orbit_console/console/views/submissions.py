@@ -45,6 +45,7 @@ async def submission_detail(request: HttpRequest, submission_id: str) -> HttpRes
         **await set_aside_context(
             request,
             submission.id,
+            action=submission.action,
             standing_body=submission.body,
             standing_by=submission.created_by.get_username(),
             task_id=submission.task_id,

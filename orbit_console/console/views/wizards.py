@@ -17,7 +17,7 @@ from django import forms
 from django.contrib import messages
 from django.core import signing
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -40,10 +40,12 @@ from orbit_console.console.views.common import (
     NoCredentialError,
     arender,
     console_view,
+    kept_decision,
     set_aside,
     task_client,
 )
 from orbit_console.console.views.tasks import task_id_or_404
+from orbit_console.lib import strictjson
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
 from orbit_console.ops.views import remember_stored
 
@@ -168,7 +170,16 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
             task.namespace_id,
             task.handler,
         )
-        return await _render(request, wizard, task, first, step_index=0, data=None)
+        kept = await _kept_fields(request)
+        if kept:
+            messages.info(
+                request,
+                _(
+                    "This decision starts from yours that was not sent. Check it against the "
+                    "task as it is now."
+                ),
+            )
+        return await _render(request, wizard, task, first, step_index=0, data=None, kept=kept)
 
     pinned = Pin.read(request.POST.get("pin", ""), wizard, task_id)
     if pinned is None:
@@ -326,12 +337,14 @@ async def _render(
     step_index: int,
     data: forms.Form | None,
     cleaned: dict[str, Any] | None = None,
+    kept: QueryDict | None = None,
 ) -> HttpResponse:
     """Show one step. ``data`` is the bound form of this step when it has errors; otherwise the
-    step's form starts from what was typed earlier (kept in the POST data)."""
+    step's form starts from what was typed earlier (kept in the POST data, or, on a first step,
+    ``kept`` from a decision that was set aside)."""
     step = wizard.steps[step_index]
     kwargs = wizard.form_kwargs(request, pin, step.name)
-    posted = request.POST if request.method == "POST" else {}
+    posted = request.POST if request.method == "POST" else kept or QueryDict()
     form = data or step.form(initial=_initial(step.form, posted), **kwargs)
     # Where the keyboard lands: on the first field to fix after a failed step, on the new
     # step's heading after a move (a screen reader then reads where the person is).
@@ -367,6 +380,34 @@ async def _render(
     }
     status = 400 if data is not None else 200
     return await arender(request, "console/wizard.html", context, status=status)
+
+
+async def _kept_fields(request: HttpRequest) -> QueryDict:
+    """A new decision started from one that was set aside (``?from=<the id of the decision
+    that stood>``, console/partials/set_aside.html): the fields start from what the person typed
+    then, in their session — reason, evidence, a review's outcome and result (its exact JSON), a
+    retry's budget. The checks of the first steps are theirs to make again, on the task as it
+    is now; a retry's start window is chosen again."""
+    fields = QueryDict(mutable=True)
+    standing_id = request.GET.get("from", "")
+    body = await kept_decision(request, standing_id) if standing_id else None
+    if body is None:
+        return fields
+    members = strictjson.parse_object(body.encode())  # the console wrote it: valid JSON
+    for name in ("reason", "evidence_ref", "outcome"):
+        if name in members and isinstance(members[name].value, str):
+            fields[name] = members[name].value
+    if "result" in members:
+        fields["result"] = strictjson.dumps(strictjson.loads(members["result"].raw), indent=2)
+    timeout = members["task_timeout_ms"].value if "task_timeout_ms" in members else None
+    if isinstance(timeout, int) and timeout > 0 and timeout % 1000 == 0:
+        seconds = timeout // 1000
+        unit, size = next((u, n) for u, n in _BUDGET_UNITS if seconds % n == 0)
+        fields["budget_value"], fields["budget_unit"] = str(seconds // size), unit
+    return fields
+
+
+_BUDGET_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 
 def _initial(form_class: type[forms.Form], posted: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from django.utils import timezone, translation
 
 from orbit_console.client import OutcomeUnknown
 from orbit_console.console.access import can_read_task
-from orbit_console.console.middleware import cookies_of, language_of, zone_of_scope
+from orbit_console.console.middleware import reader_of
 from orbit_console.console.models import Proposal
 from orbit_console.console.people import SUPERVISOR, Person, load_person
 from orbit_console.console.proposals import APPROVALS_GROUP, visible_proposals
@@ -29,8 +29,7 @@ from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
     CLOSE_UNAUTHENTICATED,
-    CLOSE_UNAVAILABLE,
-    join,
+    join_or_close,
     task_group,
 )
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
@@ -46,12 +45,8 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         if not await self._is_supervisor():
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        cookies = cookies_of(self.scope)
-        self.language = language_of(self.scope, cookies)
-        self.zone = zone_of_scope(cookies)
-        if not await join(self.channel_layer, APPROVALS_GROUP, self.channel_name):
-            await self.accept()  # a close code needs an open socket: the page then retries
-            await self.close(code=CLOSE_UNAVAILABLE)
+        self.language, self.zone = reader_of(self.scope)
+        if not await join_or_close(self, APPROVALS_GROUP):
             return
         self.joined = True
         await self.accept()
@@ -137,14 +132,10 @@ class QueueRowsConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.person, self.rows = person, set(rows)
-        cookies = cookies_of(self.scope)
-        self.language = language_of(self.scope, cookies)
-        self.zone = zone_of_scope(cookies)
+        self.language, self.zone = reader_of(self.scope)
         self.groups_joined: list[str] = []
         for task_id in rows:
-            if not await join(self.channel_layer, task_group(task_id), self.channel_name):
-                await self.accept()  # a close code needs an open socket: the page then retries
-                await self.close(code=CLOSE_UNAVAILABLE)
+            if not await join_or_close(self, task_group(task_id)):
                 return
             self.groups_joined.append(task_group(task_id))
         await self.accept()

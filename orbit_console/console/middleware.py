@@ -59,6 +59,12 @@ def zone_of_scope(cookies: dict[str, str]) -> ZoneInfo:
     return zone_named(cookies.get(TIMEZONE_COOKIE, ""))
 
 
+def reader_of(scope: dict[str, Any]) -> tuple[str, ZoneInfo]:
+    """The language and time zone of the person behind a socket, from its cookies and headers."""
+    cookies = cookies_of(scope)
+    return language_of(scope, cookies), zone_of_scope(cookies)
+
+
 class TimezoneMiddleware:
     """Show times in the person's local time zone (UTC on hover, see templatetags)."""
 

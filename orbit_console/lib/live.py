@@ -158,6 +158,17 @@ async def join(layer: Any, group: str, channel_name: str) -> bool:
     return True
 
 
+async def join_or_close(consumer: Any, group: str) -> bool:
+    """Join a consumer's socket to ``group``; when the channel layer fails, close the socket
+    with ``CLOSE_UNAVAILABLE`` (after accepting it: a close code needs an open socket; the page
+    then retries) and say ``False``."""
+    if await join(consumer.channel_layer, group, consumer.channel_name):
+        return True
+    await consumer.accept()
+    await consumer.close(code=CLOSE_UNAVAILABLE)
+    return False
+
+
 def _loop_running_here() -> bool:
     try:
         asyncio.get_running_loop()

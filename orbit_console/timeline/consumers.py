@@ -17,15 +17,14 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from orbit_console.console.middleware import cookies_of, language_of, zone_of_scope
+from orbit_console.console.middleware import reader_of
 from orbit_console.console.models import OrbitCredential
 from orbit_console.console.people import Person, actor_names, load_person
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
     CLOSE_UNAUTHENTICATED,
-    CLOSE_UNAVAILABLE,
-    join,
+    join_or_close,
     task_group,
 )
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
@@ -57,12 +56,8 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
         if not await self._authorised():
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        cookies = cookies_of(self.scope)
-        self.language = language_of(self.scope, cookies)
-        self.zone = zone_of_scope(cookies)
-        if not await join(self.channel_layer, task_group(task_id), self.channel_name):
-            await self.accept()  # a close code needs an open socket: the page then retries
-            await self.close(code=CLOSE_UNAVAILABLE)
+        self.language, self.zone = reader_of(self.scope)
+        if not await join_or_close(self, task_group(task_id)):
             return
         self.group = task_group(task_id)
         self.recheck = asyncio.create_task(self._recheck_forever())

@@ -164,6 +164,7 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
         return ", ".join(f"`{field.column}`" for field in model._meta.concrete_fields)
 
     from orbit_console.lib.auditkeys import _keyring
+    from orbit_console.lib.ids import new_id  # the ids the ledger makes: the same pages
 
     token_hash = hashlib.sha256(world["tokens"]["admin"].encode()).hexdigest()
     audit_key_id, keys = _keyring()
@@ -220,7 +221,7 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
             [task.id],
         )
         seq, prev_hash = cursor.fetchone()
-        audit_id = secrets.token_hex(16)
+        audit_id = new_id()
         cursor.execute(
             f"INSERT INTO ledger_operationaudit ({columns(OperationAudit)}) "  # noqa: S608
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
@@ -229,7 +230,7 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
                 task.namespace_id,
                 task.id,
                 seq + 1,
-                secrets.token_hex(16),
+                new_id(),
                 credential.actor_id,
                 "task.review",
                 "Benchmark: the object store shows the write never happened",
@@ -252,7 +253,7 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
             f"INSERT INTO ledger_idempotencyrecord ({columns(IdempotencyRecord)}) "  # noqa: S608
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
-                secrets.token_hex(16),
+                new_id(),
                 task.namespace_id,
                 "task.review",
                 task.id,
@@ -274,7 +275,7 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
             f"INSERT INTO ledger_resultevent ({event_columns}) "  # noqa: S608
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
             [
-                secrets.token_hex(16),
+                new_id(),
                 task.namespace_id,
                 task.id,
                 "task.completed",

@@ -480,3 +480,39 @@ def test_dockerfile_runs_as_a_non_root_user_on_locked_dependencies() -> None:
     assert "USER " in final_stage
     assert re.search(r"\buv sync\b[^\n]*--locked", dockerfile)
     assert "collectstatic" in dockerfile
+
+
+@pytest.mark.parametrize(
+    ("language", "heading", "explanation", "back"),
+    [
+        (
+            "en",
+            "Something went wrong",
+            "The console could not finish this request. It has been logged.",
+            "Back to the work queue",
+        ),
+        ("zh-hans", "出了点问题", "控制台未能完成此请求。已记录在日志中。", "返回待办队列"),
+    ],
+)
+def test_the_500_page_is_a_page_of_the_console_in_the_readers_language(
+    language: str, heading: str, explanation: str, back: str
+) -> None:
+    """Issue 15: every error page a real page in both languages. The project's handler500
+    answers a console URL with the fault page, in the language the request was read in (the
+    locale middleware has activated it by then), with the request id and a way back."""
+    from django.test import RequestFactory
+    from django.urls import get_resolver
+    from django.utils import translation
+
+    server_error = get_resolver().resolve_error_handler(500)
+    request = RequestFactory().get("/tasks/0123456789abcdef0123456789abcdef")
+    request.request_id = "f" * 32  # type: ignore[attr-defined]
+    with translation.override(language):
+        page = server_error(request)
+    html = page.content.decode()
+    assert page.status_code == 500
+    assert f'<html lang="{language}">' in html
+    assert '<header class="topbar">' in html
+    assert f"<h1>{heading}</h1>" in html and explanation in html
+    assert f'<a href="/">{back}</a>' in html
+    assert f'<span class="mono" id="request-id">{"f" * 32}</span>' in html

@@ -6,6 +6,7 @@ person's credential reads the task (console/access.py, asked of the real recover
 socket through this process's channel layer."""
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -49,6 +50,21 @@ def quiet_while_reviewed(person: TestPerson, token: str, world: dict[str, Any]) 
     return asyncio.run(scenario())
 
 
+def pushed_while(person: TestPerson, token: str, change: Callable[[], str]) -> tuple[str, str]:
+    """What ``change`` (made in this process) returned, and the first push the person's socket
+    with ``token`` received for it."""
+
+    async def scenario() -> tuple[str, str]:
+        socket = queue_socket(person, token)
+        assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
+        made = await sync_to_async(change)()
+        pushed = await socket.receive_from(timeout=RECEIVE_TIMEOUT)
+        await socket.disconnect()
+        return made, str(pushed)
+
+    return asyncio.run(scenario())
+
+
 def test_a_row_whose_task_is_reviewed_says_so_at_once(
     settings: SettingsWrapper, orbit_server: DaphneServer, world: dict[str, Any], live_db: None
 ) -> None:
@@ -57,15 +73,7 @@ def test_a_row_whose_task_is_reviewed_says_so_at_once(
     shown = world["tasks"]["needs_review"]
     token = rows_token(operator.user.pk, [shown, world["tasks"]["failed"]])
 
-    async def scenario() -> str:
-        socket = queue_socket(operator, token)
-        assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
-        await sync_to_async(review_in_process)(world)
-        pushed = await socket.receive_from(timeout=RECEIVE_TIMEOUT)
-        await socket.disconnect()
-        return str(pushed)
-
-    pushed = asyncio.run(scenario())
+    _, pushed = pushed_while(operator, token, lambda: review_in_process(world))
     assert f'id="row-live-{shown}"' in pushed and 'hx-swap-oob="true"' in pushed
     assert "now FAILED, revision 4" in pushed
 
@@ -78,15 +86,7 @@ def test_a_row_whose_task_is_retried_links_the_new_task(
     shown = world["tasks"]["failed"]
     token = rows_token(operator.user.pk, [shown])
 
-    async def scenario() -> tuple[str, str]:
-        socket = queue_socket(operator, token)
-        assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
-        successor = await sync_to_async(retry_in_process)(world)
-        pushed = await socket.receive_from(timeout=RECEIVE_TIMEOUT)
-        await socket.disconnect()
-        return successor, str(pushed)
-
-    successor, pushed = asyncio.run(scenario())
+    successor, pushed = pushed_while(operator, token, lambda: retry_in_process(world))
     assert f'id="row-live-{shown}"' in pushed
     assert f'retried: <a href="/tasks/{successor}">the new task</a>' in pushed
 

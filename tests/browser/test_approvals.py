@@ -160,3 +160,35 @@ def test_a_proposed_review_reaches_the_supervisor_live_and_goes_out_as_the_super
     expect(step(page, "Approved")).to_contain_text(crew["supervisor"].username)
     expect(history).to_contain_text("Receipt received")
     expect(history).to_contain_text("Matches the reconciliation report")
+
+
+def test_a_rejection_reaches_the_proposers_open_page_and_their_box_says_why(
+    page: Page,
+    other_page: Any,
+    approvals_console: DaphneServer,
+    crew: dict[str, TestPerson],
+    world: dict[str, Any],
+) -> None:
+    """Issue 15: a proposer's page said "Waiting for approval" until reloaded, and a rejected
+    proposal just left the operator's "waiting" box. The open page now says it was rejected,
+    live, and the work queue's box says by whom and why."""
+    task_id = world["tasks"]["needs_review"]
+    sign_in(page, approvals_console, crew["operator"])
+    proposal_id = propose_review_in_browser(page, approvals_console, task_id)
+    expect(page.locator("#page-live")).to_have_text("live")
+    page.evaluate("window.orbitNotReloaded = true")
+
+    supervisor_page: Page = other_page()
+    sign_in(supervisor_page, approvals_console, crew["supervisor"])
+    supervisor_page.goto(f"{approvals_console.url}/proposals/{proposal_id}")
+    reason = "The evidence reference points at last month's report"
+    supervisor_page.fill("#reject-reason", reason)
+    supervisor_page.get_by_role("button", name="Reject").click()
+    expect(supervisor_page.locator("#proposal-state")).to_contain_text("Rejected by a supervisor")
+
+    expect(page.locator("#proposal-state")).to_contain_text("Rejected by a supervisor")
+    assert not_reloaded(page)
+    page.goto(f"{approvals_console.url}/")
+    own = page.locator("#own-proposals")
+    expect(own).to_contain_text("Rejected by a supervisor")
+    expect(own).to_contain_text(f"{crew['supervisor'].username}: {reason}")

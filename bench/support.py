@@ -495,12 +495,10 @@ def grow(database_url: str, namespace_id: str, rows: int) -> dict[str, Any]:
     from orbit_console.ledger.models import OperationAudit, Task
 
     connection = mysql_connect(database_url, charset="utf8mb4", autocommit=True)
-    # A year of use has made ids in every hour of the ids' cycle (lib/ids.py): the grown rows'
-    # ids are spread over all of it, as random ids are.
-    past_id = "MD5(UUID())"
+    # Random ids: a year of use has made ids in every hour of their cycle (lib/ids.py).
     task_columns = [field.column for field in Task._meta.concrete_fields]
     fresh = {
-        "id": past_id,
+        "id": "MD5(UUID())",
         "state": "'SUCCEEDED'",
         "business_key": "CONCAT('grow:', MD5(UUID()))",
         "retry_of": "NULL",
@@ -525,11 +523,11 @@ def grow(database_url: str, namespace_id: str, rows: int) -> dict[str, Any]:
         made += cursor.rowcount
     audit_columns = [field.column for field in OperationAudit._meta.concrete_fields]
     audit_values = {
-        "id": past_id,
+        "id": "MD5(UUID())",
         "namespace_id": "t.namespace_id",
         "task_id": "t.id",
         "seq": "1",
-        "operation_id": past_id,
+        "operation_id": "MD5(UUID())",
         "actor_id": "MD5(t.id)",
         "action": "'task.accepted'",
         "reason": "'growth'",

@@ -28,7 +28,7 @@ def zone_named(name: str) -> ZoneInfo:
     return ZoneInfo("UTC")
 
 
-def cookies_of(scope: dict[str, Any]) -> dict[str, str]:
+def _cookies_of(scope: dict[str, Any]) -> dict[str, str]:
     for name, value in scope.get("headers", []):
         if name == b"cookie":
             cookie = SimpleCookie()
@@ -37,7 +37,7 @@ def cookies_of(scope: dict[str, Any]) -> dict[str, str]:
     return {}
 
 
-def language_of(scope: dict[str, Any], cookies: dict[str, str]) -> str:
+def _language_of(scope: dict[str, Any], cookies: dict[str, str]) -> str:
     """The language the person's pages are in: their choice (cookie), else their browser's."""
     supported = {code for code, _name in settings.LANGUAGES}
     chosen = cookies.get(settings.LANGUAGE_COOKIE_NAME, "")
@@ -55,14 +55,10 @@ def language_of(scope: dict[str, Any], cookies: dict[str, str]) -> str:
     return settings.LANGUAGE_CODE
 
 
-def zone_of_scope(cookies: dict[str, str]) -> ZoneInfo:
-    return zone_named(cookies.get(TIMEZONE_COOKIE, ""))
-
-
 def reader_of(scope: dict[str, Any]) -> tuple[str, ZoneInfo]:
     """The language and time zone of the person behind a socket, from its cookies and headers."""
-    cookies = cookies_of(scope)
-    return language_of(scope, cookies), zone_of_scope(cookies)
+    cookies = _cookies_of(scope)
+    return _language_of(scope, cookies), zone_named(cookies.get(TIMEZONE_COOKIE, ""))
 
 
 class TimezoneMiddleware:

@@ -400,14 +400,14 @@ async def _kept_fields(request: HttpRequest) -> QueryDict:
     if "result" in members:
         fields["result"] = strictjson.dumps(strictjson.loads(members["result"].raw), indent=2)
     timeout = members["task_timeout_ms"].value if "task_timeout_ms" in members else None
-    if isinstance(timeout, int) and timeout > 0 and timeout % 1000 == 0:
-        seconds = timeout // 1000
-        unit, size = next((u, n) for u, n in _BUDGET_UNITS if seconds % n == 0)
-        fields["budget_value"], fields["budget_unit"] = str(seconds // size), unit
+    if isinstance(timeout, int) and timeout > 0:
+        # The largest of the form's units that holds it whole (none: the budget is typed again).
+        units = sorted(wizard_forms.DURATION_UNITS.items(), key=lambda unit: -unit[1])
+        for unit, unit_ms in units:
+            if timeout % unit_ms == 0:
+                fields["budget_value"], fields["budget_unit"] = str(timeout // unit_ms), unit
+                break
     return fields
-
-
-_BUDGET_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 
 def _initial(form_class: type[forms.Form], posted: Any) -> dict[str, Any]:

@@ -128,9 +128,9 @@ def make_people(namespace_id: str) -> People:
     from django.contrib.auth.models import User
     from django.db import transaction
 
-    from orbit_console.console.credentials import person_enroll, person_roles_set
-    from orbit_console.console.models import Submission
+    from orbit_console.decisions.models import Submission
     from orbit_console.lib.ids import new_id
+    from orbit_console.people.credentials import person_enroll, person_roles_set
 
     password = secrets.token_urlsafe(12)
     with transaction.atomic():
@@ -167,8 +167,8 @@ def fill_record(people: People, total: int) -> tuple[int, float]:
     as ``chain.append`` would one at a time. Returns (entries added, seconds)."""
     from django.db import transaction
 
-    from orbit_console.console import chain
-    from orbit_console.console.models import ChainHead, ConsoleEvent, Submission
+    from orbit_console.decisions import chain
+    from orbit_console.decisions.models import ChainHead, ConsoleEvent, Submission
     from orbit_console.lib import auditkeys
     from orbit_console.lib.ids import new_id
 
@@ -218,7 +218,7 @@ def fill_record(people: People, total: int) -> tuple[int, float]:
 
 
 def record_size() -> int:
-    from orbit_console.console.models import ConsoleEvent
+    from orbit_console.decisions.models import ConsoleEvent
 
     return ConsoleEvent.objects.count()
 

@@ -287,7 +287,7 @@ def set_rig_writes(allowed: bool) -> None:
 def make_operator(namespace_id: str, name: str) -> Person:
     from django.contrib.auth.models import User
 
-    from orbit_console.console.credentials import person_enroll
+    from orbit_console.people.credentials import person_enroll
 
     password = secrets.token_urlsafe(12)
     user = User.objects.create_user(username=name, password=password)
@@ -434,7 +434,7 @@ def run_trial(
     queue_id: str,
     rng: random.Random,
 ) -> Trial:
-    from orbit_console.console.models import Submission, SubmissionState
+    from orbit_console.decisions.models import Submission, SubmissionState
     from orbit_console.ledger.models import OperationAudit, Task
 
     action = "review" if index % 2 == 0 else "retry"

@@ -170,7 +170,7 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
     from django.contrib.auth.models import User
     from django.db import connections, transaction
 
-    from orbit_console.console.credentials import person_enroll
+    from orbit_console.people.credentials import person_enroll
 
     namespace_id = seeded["namespace_id"]
     accounts: list[tuple[str, str]] = []

@@ -128,7 +128,7 @@ def build_world(database_url: str, operators: int, tasks: int) -> dict[str, Any]
     from django.contrib.auth.models import User
     from django.db import connections, transaction
 
-    from orbit_console.console.credentials import person_enroll
+    from orbit_console.people.credentials import person_enroll
 
     people: list[tuple[str, str]] = []
     with transaction.atomic():

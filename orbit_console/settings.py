@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "orbit_console.ops",
     "orbit_console.audit",
     "orbit_console.ledger",
+    "orbit_console.people",
+    "orbit_console.decisions",
     "orbit_console.console",
     "orbit_console.timeline",
 ]
@@ -99,7 +101,7 @@ SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     # Django's ModelBackend, with the signed-in user read in one plain query.
-    "orbit_console.console.backends.PeopleBackend",
+    "orbit_console.people.backends.PeopleBackend",
 ]
 
 ROOT_URLCONF = "orbit_console.urls"
@@ -233,7 +235,7 @@ AXES_USERNAME_FAILURE_LIMIT = env_int("AXES_USERNAME_FAILURE_LIMIT", 10, minimum
 AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "username", "ip_address"]
-AXES_HANDLER = "orbit_console.console.throttle.ThrottleHandler"
+AXES_HANDLER = "orbit_console.people.throttle.ThrottleHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 AXES_VERBOSE = False

@@ -24,8 +24,10 @@ ALLOWED = {
     "client": {"lib", "ops"},
     "audit": {"lib", "ops"},
     "ledger": {"audit", "lib", "ops"},
-    "console": {"audit", "client", "ledger", "lib", "ops"},
-    "timeline": {"client", "console", "lib", "ops"},
+    "people": {"client", "ledger", "lib"},
+    "decisions": {"audit", "client", "lib", "ops", "people"},
+    "console": {"audit", "client", "decisions", "ledger", "lib", "ops", "people"},
+    "timeline": {"client", "console", "decisions", "lib", "ops", "people"},
 }
 
 

@@ -11,7 +11,7 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
 from orbit_console.client import Task
-from orbit_console.console.people import OPERATOR, SUPERVISOR, Person
+from orbit_console.people.person import OPERATOR, SUPERVISOR, Person
 
 DIRECT = "direct"
 PROPOSE = "propose"

@@ -20,11 +20,9 @@ from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
 from orbit_console.client import OutcomeUnknown
-from orbit_console.console.access import can_read_task
 from orbit_console.console.middleware import reader_of
-from orbit_console.console.models import Proposal
-from orbit_console.console.people import SUPERVISOR, Person, load_person
-from orbit_console.console.proposals import APPROVALS_GROUP, visible_proposals
+from orbit_console.decisions.models import Proposal
+from orbit_console.decisions.proposals import APPROVALS_GROUP, visible_proposals
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
@@ -33,6 +31,8 @@ from orbit_console.lib.live import (
     task_group,
 )
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
+from orbit_console.people.access import can_read_task
+from orbit_console.people.person import SUPERVISOR, Person, load_person
 
 
 class ApprovalsConsumer(AsyncWebsocketConsumer):

@@ -1,7 +1,7 @@
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from orbit_console.console.people import load_person
+from orbit_console.people.person import load_person
 
 ROLE_NAMES = {"operator": _("Operator"), "supervisor": _("Supervisor"), "auditor": _("Auditor")}
 

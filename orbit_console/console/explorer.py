@@ -14,7 +14,7 @@ from django.core import signing
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Lower
 
-from orbit_console.console.models import ConsoleEvent
+from orbit_console.decisions.models import ConsoleEvent
 from orbit_console.lib.keyset import older_than
 from orbit_console.lib.rfc3339 import format_utc
 

@@ -13,7 +13,7 @@ from django import forms
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from orbit_console.console.models import EVENT_LABELS, SubmissionState
+from orbit_console.decisions.models import EVENT_LABELS, SubmissionState
 from orbit_console.lib import strictjson
 from orbit_console.lib.recovery_rules import (
     MAX_EVIDENCE_REF_CHARS,

@@ -8,8 +8,8 @@ from datetime import datetime
 from asgiref.sync import sync_to_async
 
 from orbit_console.client import OrbitClient, OrbitError
-from orbit_console.console.models import ConsoleEvent
-from orbit_console.console.people import Person, actor_names
+from orbit_console.decisions.models import ConsoleEvent
+from orbit_console.people.person import Person, actor_names
 from orbit_console.timeline.entries import Entry, from_event, from_operation, merged
 
 PAGE_SIZE = 20

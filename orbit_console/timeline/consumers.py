@@ -18,8 +18,6 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from orbit_console.console.middleware import reader_of
-from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import Person, actor_names, load_person
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
@@ -28,6 +26,8 @@ from orbit_console.lib.live import (
     task_group,
 )
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import Person, actor_names, load_person
 from orbit_console.timeline import watcher
 from orbit_console.timeline.entries import from_event, from_operation
 from orbit_console.timeline.render import render_push

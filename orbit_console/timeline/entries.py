@@ -9,7 +9,7 @@ from typing import Any
 from django.utils.translation import gettext_lazy as _
 
 from orbit_console.client import OperationDetail
-from orbit_console.console.models import EVENT_LABELS, ConsoleEvent
+from orbit_console.decisions.models import EVENT_LABELS, ConsoleEvent
 from orbit_console.lib.rfc3339 import format_utc, parse_utc
 
 ACTION_LABELS = {

@@ -16,7 +16,7 @@ trust, as before.
 """
 
 from orbit_console.client import OrbitClient
-from orbit_console.console.access import Verdicts
+from orbit_console.people.access import Verdicts
 
 
 async def _list_operations(orbit: OrbitClient, task_id: str) -> object:

@@ -6,10 +6,10 @@ from datetime import datetime
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from orbit_console.console.access import require_task_access
-from orbit_console.console.people import orbit_client
 from orbit_console.console.views.common import arender, console_view
 from orbit_console.console.views.tasks import task_id_or_404
+from orbit_console.people.access import require_task_access
+from orbit_console.people.person import orbit_client
 from orbit_console.timeline.builder import build_catch_up, build_page
 
 

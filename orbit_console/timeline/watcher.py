@@ -18,10 +18,10 @@ from typing import Any
 from django.conf import settings
 
 from orbit_console.client import OrbitError, OutcomeUnknown
-from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import orbit_client
 from orbit_console.lib.live import OPERATION_MESSAGE, task_group
 from orbit_console.lib.rfc3339 import format_utc
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import orbit_client
 
 logger = logging.getLogger("orbit.timeline.watcher")
 

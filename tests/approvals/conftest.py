@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_console.console.models import Submission
+from orbit_console.decisions.models import Submission
 from tests.console.web import (
     Console,
     element,

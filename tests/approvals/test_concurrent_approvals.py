@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_console.console.models import Approval, OrbitCredential, Proposal, Submission
-from orbit_console.console.proposals import proposal_create
+from orbit_console.decisions.models import Approval, Proposal, Submission
+from orbit_console.decisions.proposals import proposal_create
+from orbit_console.people.models import OrbitCredential
 from tests.approvals.conftest import messages_of, task_records
 from tests.console.web import Console, park_task, signed_in
 from tests.support.orbit import review_body

@@ -17,19 +17,14 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from orbit_console.console.models import (
-    Approval,
-    ConsoleEvent,
-    OrbitCredential,
-    Proposal,
-    Submission,
-)
-from orbit_console.console.proposals import (
+from orbit_console.decisions.models import Approval, ConsoleEvent, Proposal, Submission
+from orbit_console.decisions.proposals import (
     ProposalRefused,
     proposal_approve,
     proposal_create,
 )
 from orbit_console.lib import strictjson
+from orbit_console.people.models import OrbitCredential
 from tests.approvals.conftest import (
     APPROVALS_ON,
     assert_nothing_sent,

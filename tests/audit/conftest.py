@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from orbit_console.console.models import ConsoleEvent, Submission
-from orbit_console.console.submissions import record_event, submission_create
+from orbit_console.decisions.models import ConsoleEvent, Submission
+from orbit_console.decisions.submissions import record_event, submission_create
 from orbit_console.lib.appendonly import create_statements, drop_statements
 from tests.console.web import Console, signed_in
 from tests.support.orbit import REVIEW_REVISION

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from django.db import DatabaseError, connection
 
-from orbit_console.console.models import ConsoleEvent, Submission
-from orbit_console.console.submissions import record_event
+from orbit_console.decisions.models import ConsoleEvent, Submission
+from orbit_console.decisions.submissions import record_event
 from orbit_console.ledger.models import IdempotencyRecord, OperationAudit, ResultEvent, Task
 from tests.audit.conftest import AUDIT_TABLE, CONSOLE_TABLE, execute, inserts_refused, trigger_names
 from tests.console.web import (

@@ -30,8 +30,8 @@ from django.test import override_settings
 from orbit_console.audit import checkpoints
 from orbit_console.audit.checkpoints import Checkpoint, CheckpointError
 from orbit_console.audit.verify import verify
-from orbit_console.console.chain import CONSOLE_CHAIN
-from orbit_console.console.models import ChainHead, ConsoleEvent, Submission
+from orbit_console.decisions.chain import CONSOLE_CHAIN
+from orbit_console.decisions.models import ChainHead, ConsoleEvent, Submission
 from orbit_console.ledger import chain as ledger_chain
 from orbit_console.ledger.models import OperationAudit
 from tests.audit.conftest import (

@@ -23,16 +23,16 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from orbit_console.console.models import (
+from orbit_console.console.views.wizards import Pin
+from orbit_console.decisions.models import (
     Approval,
     ConsoleEvent,
     Proposal,
     Submission,
     SubmissionState,
 )
-from orbit_console.console.proposals import proposal_create
-from orbit_console.console.submissions import record_event, submission_create
-from orbit_console.console.views.wizards import Pin
+from orbit_console.decisions.proposals import proposal_create
+from orbit_console.decisions.submissions import record_event, submission_create
 from orbit_console.ledger.models import Task
 from tests.console.web import (
     Console,

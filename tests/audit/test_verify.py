@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from orbit_console.audit.models import ChainVerification
-from orbit_console.console.chain import CONSOLE_CHAIN
-from orbit_console.console.models import ChainHead, ConsoleEvent, Submission
+from orbit_console.decisions.chain import CONSOLE_CHAIN
+from orbit_console.decisions.models import ChainHead, ConsoleEvent, Submission
 from orbit_console.ledger.models import OperationAudit
 from tests.audit.conftest import (
     AUDIT_TABLE,

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect
 
-from orbit_console.console.models import Submission
-from orbit_console.console.proposals import proposal_create
-from orbit_console.console.submissions import submission_create
+from orbit_console.decisions.models import Submission
+from orbit_console.decisions.proposals import proposal_create
+from orbit_console.decisions.submissions import submission_create
 from tests.console.web import review_through_console, signed_in
 from tests.support.orbit import RETRY_REVISION, REVIEW_REVISION, bearer, review_body
 from tests.support.people import TestPerson

@@ -14,7 +14,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
-from orbit_console.console.models import OrbitCredential, Proposal
+from orbit_console.decisions.models import Proposal
+from orbit_console.people.models import OrbitCredential
 from tests.approvals.conftest import REQUIRED_ROLE_PERMISSIONS, required_policy, start_server
 from tests.browser.conftest import (
     BrowserWatch,

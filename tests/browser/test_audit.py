@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from orbit_console.console.models import ConsoleEvent, Submission
+from orbit_console.decisions.models import ConsoleEvent, Submission
 from tests.browser.conftest import sign_in
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer

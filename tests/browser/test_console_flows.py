@@ -13,8 +13,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from orbit_console.console.models import Submission
-from orbit_console.console.submissions import submission_create
+from orbit_console.decisions.models import Submission
+from orbit_console.decisions.submissions import submission_create
 from orbit_console.ledger.lifecycle import (
     RetryPolicy,
     actor_id_for,

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from orbit_console.console.submissions import submission_create
+from orbit_console.decisions.submissions import submission_create
 from orbit_console.lib.rfc3339 import parse_utc
 from orbit_console.timeline.builder import CATCH_UP_PAGES, PAGE_SIZE
 from tests.browser.conftest import (

@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from orbit_console.asgi import application
-from orbit_console.console.proposals import proposal_create
+from orbit_console.decisions.proposals import proposal_create
 from orbit_console.ledger.models import Queue
 from orbit_console.ledger.seed import seed_world
 from tests.support.people import TestPerson, make_person

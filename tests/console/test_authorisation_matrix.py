@@ -33,11 +33,12 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
-from orbit_console.console.credentials import credential_drop, mint_embedded
-from orbit_console.console.models import ConsoleEvent, OrbitCredential, Proposal, Submission
-from orbit_console.console.proposals import proposal_create
-from orbit_console.console.submissions import submission_create
+from orbit_console.decisions.models import ConsoleEvent, Proposal, Submission
+from orbit_console.decisions.proposals import proposal_create
+from orbit_console.decisions.submissions import submission_create
 from orbit_console.ledger.models import OperationAudit, Queue
+from orbit_console.people.credentials import credential_drop, mint_embedded
+from orbit_console.people.models import OrbitCredential
 from orbit_console.routing import websocket_urlpatterns
 from tests.console.web import Console, signed_in
 from tests.support.people import TestPerson, make_person

@@ -15,12 +15,12 @@ import httpx
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import role_permissions
 from orbit_console.ledger.auth import hash_token
 from orbit_console.ledger.lifecycle import credential_issue
 from orbit_console.ledger.models import Credential, Namespace, Queue
 from orbit_console.lib.secretbox import unseal
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import role_permissions
 from tests.console.web import Console, text_of
 from tests.support.people import TestPerson
 from tests.support.servers import child_env, free_port, run_manage, wait_live
@@ -237,7 +237,7 @@ def test_the_documented_console_user_commands_work_as_written_against_the_demo(
     listed = run_manage(
         "shell",
         "-c",
-        "import json; from orbit_console.console.models import OrbitCredential as C; "
+        "import json; from orbit_console.people.models import OrbitCredential as C; "
         "print(json.dumps({c.user.username: c.namespace_id for c in C.objects.all()}))",
         env=env,
     )

@@ -17,8 +17,8 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from orbit_console.console.models import ConsoleEvent, Proposal, ProposalState, Submission
-from orbit_console.console.proposals import proposal_create
+from orbit_console.decisions.models import ConsoleEvent, Proposal, ProposalState, Submission
+from orbit_console.decisions.proposals import proposal_create
 from orbit_console.ledger import lifecycle
 from orbit_console.ledger.models import OperationAudit, Task, TaskState
 from orbit_console.lib import strictjson

@@ -10,10 +10,10 @@ from django.contrib.auth.models import Group, User
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from orbit_console.console.backends import PeopleBackend
-from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import ROLES, load_person
 from orbit_console.ops.sessions import SessionStore
+from orbit_console.people.backends import PeopleBackend
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import ROLES, load_person
 from tests.support.people import TestPerson, make_person
 
 
@@ -75,9 +75,9 @@ def test_the_user_is_read_with_every_role_and_credential_once(
 ) -> None:
     """Two roles and two credentials: the joined read has four rows, the person has each once,
     credentials in the order of their namespaces' names."""
-    from orbit_console.console.credentials import person_enroll
-    from orbit_console.console.people import user_with_person
     from orbit_console.ledger.seed import seed_world
+    from orbit_console.people.credentials import person_enroll
+    from orbit_console.people.person import user_with_person
 
     other = seed_world(label="lean-reads")
     person_enroll(

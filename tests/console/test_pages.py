@@ -11,10 +11,10 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from orbit_console.console.models import OrbitCredential
 from orbit_console.ledger.seed import seed_world
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.secretbox import unseal
+from orbit_console.people.models import OrbitCredential
 from tests.console.web import (
     Console,
     csrf_token_of,
@@ -575,7 +575,7 @@ def test_xss_typed_into_the_wizard_is_kept_escaped(
 def test_csrf_is_enforced_on_every_form(
     operator: Console, orbit_server: DaphneServer, world: dict[str, Any]
 ) -> None:
-    from orbit_console.console.models import Submission
+    from orbit_console.decisions.models import Submission
 
     task_id = world["tasks"]["needs_review"]
     for path in (

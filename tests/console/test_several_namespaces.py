@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from orbit_console.console.credentials import credential_drop, mint_embedded
-from orbit_console.console.models import ConsoleEvent, OrbitCredential, Submission
-from orbit_console.console.submissions import submission_create
+from orbit_console.decisions.models import ConsoleEvent, Submission
+from orbit_console.decisions.submissions import submission_create
 from orbit_console.ledger.auth import hash_token
 from orbit_console.ledger.models import Credential, OperationAudit
 from orbit_console.ledger.seed import seed_world
 from orbit_console.lib.secretbox import unseal
+from orbit_console.people.credentials import credential_drop, mint_embedded
+from orbit_console.people.models import OrbitCredential
 from tests.console.test_commands import console_user
 from tests.console.web import Console, element, section, signed_in
 from tests.support.orbit import REVIEW_REVISION, review_body

@@ -15,9 +15,10 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.core import signing
 
-from orbit_console.console.models import OrbitCredential, Submission
+from orbit_console.decisions.models import Submission
 from orbit_console.ledger.models import IdempotencyRecord, OperationAudit
 from orbit_console.lib import strictjson
+from orbit_console.people.models import OrbitCredential
 from tests.console.web import (
     EVIDENCE,
     REASON,

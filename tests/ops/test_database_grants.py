@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from orbit_console.console.submissions import record_export
+from orbit_console.decisions.submissions import record_export
 from tests.support.people import make_person
 
 GRANTS = Path(settings.BASE_DIR) / "deploy" / "mysql" / "grants.sql"

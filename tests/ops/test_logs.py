@@ -19,10 +19,10 @@ from urllib.parse import quote, quote_plus
 import httpx
 import pytest
 
-from orbit_console.console.credentials import mint_embedded
-from orbit_console.console.models import OrbitCredential
 from orbit_console.ledger.models import Task
 from orbit_console.lib.secretbox import unseal
+from orbit_console.people.credentials import mint_embedded
+from orbit_console.people.models import OrbitCredential
 from tests.console.web import (
     Console,
     csrf_token_of,

@@ -22,9 +22,9 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
-from orbit_console.console.metrics import SubmissionCollector
-from orbit_console.console.models import Submission, SubmissionState
-from orbit_console.console.submissions import submission_create
+from orbit_console.decisions.metrics import SubmissionCollector
+from orbit_console.decisions.models import Submission, SubmissionState
+from orbit_console.decisions.submissions import submission_create
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import publish, task_group
 from tests.console.web import (

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
-from orbit_console.console.credentials import person_enroll
+from orbit_console.people.credentials import person_enroll
 
 
 @dataclass
@@ -41,9 +41,9 @@ def make_reader(world: dict[str, Any], *roles: str) -> TestPerson:
     elsewhere may (stored as ``console user --token-file`` stores it): for what the console does
     for someone who may not read the platform's audit (AU1)."""
     from orbit_console.client.types import CredentialInfo
-    from orbit_console.console.credentials import person_roles_set, store_external_token
     from orbit_console.ledger.lifecycle import credential_issue
     from orbit_console.ledger.models import Namespace, Permission
+    from orbit_console.people.credentials import person_roles_set, store_external_token
 
     username = f"{'-'.join(roles)}-reader-{secrets.token_hex(4)}"
     password = secrets.token_urlsafe(12)

@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.test import Client
 
-from orbit_console.console.models import ConsoleEvent, OrbitCredential, SubmissionAction
-from orbit_console.console.submissions import submission_create
+from orbit_console.decisions.models import ConsoleEvent, SubmissionAction
+from orbit_console.decisions.submissions import submission_create
 from orbit_console.ledger import services
 from orbit_console.ledger.auth import hash_token
 from orbit_console.ledger.journal import write_audit
@@ -20,6 +20,7 @@ from orbit_console.ledger.models import Credential, OperationAudit, Task
 from orbit_console.ledger.requests import parse_retry, parse_review
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.secretbox import unseal
+from orbit_console.people.models import OrbitCredential
 from tests.support.orbit import new_key, retry_body, review_body
 
 REASON_WITH_MARKUP = 'Checked <b>"the store"</b> & found nothing'

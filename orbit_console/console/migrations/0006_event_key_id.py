@@ -27,7 +27,7 @@ def old_content(event: Any) -> dict[str, Any]:
 
 
 def relink_under_the_key(apps: Any, schema_editor: Any) -> None:
-    from orbit_console.console.chain import CONSOLE_CHAIN, entry_hash
+    from orbit_console.decisions.chain import CONSOLE_CHAIN, entry_hash
     from orbit_console.lib.keyset import ascending
     from orbit_console.lib.relink import relink
 

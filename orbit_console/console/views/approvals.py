@@ -11,23 +11,6 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from orbit_console.client import Task
-from orbit_console.console.access import can_read_task, require_task_access, require_task_read
-from orbit_console.console.models import (
-    ConsoleEvent,
-    Proposal,
-    ProposalState,
-    Submission,
-    SubmissionState,
-)
-from orbit_console.console.people import SUPERVISOR, Person
-from orbit_console.console.proposals import (
-    ProposalRefused,
-    proposal_approve,
-    proposal_reject,
-    proposal_withdraw,
-    visible_proposals,
-)
-from orbit_console.console.submissions import submission_send
 from orbit_console.console.views.common import (
     arender,
     console_view,
@@ -35,7 +18,24 @@ from orbit_console.console.views.common import (
     set_aside_context,
     task_now,
 )
+from orbit_console.decisions.models import (
+    ConsoleEvent,
+    Proposal,
+    ProposalState,
+    Submission,
+    SubmissionState,
+)
+from orbit_console.decisions.proposals import (
+    ProposalRefused,
+    proposal_approve,
+    proposal_reject,
+    proposal_withdraw,
+    visible_proposals,
+)
+from orbit_console.decisions.submissions import submission_send
 from orbit_console.lib.ids import is_id
+from orbit_console.people.access import can_read_task, require_task_access, require_task_read
+from orbit_console.people.person import SUPERVISOR, Person
 
 RECENT = 20
 

@@ -15,11 +15,11 @@ from django.views.decorators.vary import vary_on_headers
 from orbit_console.audit.models import ChainVerification, WrittenCheckpoint
 from orbit_console.console import explorer
 from orbit_console.console.forms import ExplorerFilters
-from orbit_console.console.models import ConsoleEvent
-from orbit_console.console.people import AUDITOR, SUPERVISOR, Person, actor_names
-from orbit_console.console.submissions import record_export
 from orbit_console.console.views.common import arender, console_view, requires_role, task_client
+from orbit_console.decisions.models import ConsoleEvent
+from orbit_console.decisions.submissions import record_export
 from orbit_console.lib.ids import is_id
+from orbit_console.people.person import AUDITOR, SUPERVISOR, Person, actor_names
 
 RENDERS: dict[str, type[explorer.CsvRender] | type[explorer.JsonLinesRender]] = {
     "csv": explorer.CsvRender,

@@ -13,8 +13,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
-from orbit_console.console.access import require_task_access
-from orbit_console.console.people import Person, load_person, orbit_client
+from orbit_console.people.access import require_task_access
+from orbit_console.people.person import Person, load_person, orbit_client
 
 AsyncView = Callable[..., Any]  # async views; django-stubs types views as sync only
 

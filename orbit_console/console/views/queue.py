@@ -15,9 +15,9 @@ from django.views.decorators.vary import vary_on_headers
 from orbit_console.client import Page, TaskSummary
 from orbit_console.console.consumers import rows_token
 from orbit_console.console.forms import WorkQueueFilters
-from orbit_console.console.models import OPEN_STATES, Proposal, ProposalState, Submission
-from orbit_console.console.people import Person, orbit_client
 from orbit_console.console.views.common import NoCredentialError, arender, console_view
+from orbit_console.decisions.models import OPEN_STATES, Proposal, ProposalState, Submission
+from orbit_console.people.person import Person, orbit_client
 
 PAGE_SIZE = 25
 

@@ -9,12 +9,12 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from orbit_console.client import OutcomeUnknown, Task
-from orbit_console.console.access import require_task_read
-from orbit_console.console.models import ConsoleEvent, Submission
-from orbit_console.console.people import Person
-from orbit_console.console.submissions import submission_send
 from orbit_console.console.views.common import arender, console_view, set_aside_context, task_now
+from orbit_console.decisions.models import ConsoleEvent, Submission
+from orbit_console.decisions.submissions import submission_send
 from orbit_console.lib.ids import is_id
+from orbit_console.people.access import require_task_read
+from orbit_console.people.person import Person
 
 
 def _load(submission_id: str) -> tuple[Submission, list[ConsoleEvent]]:

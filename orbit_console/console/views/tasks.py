@@ -13,10 +13,10 @@ from django.views.decorators.http import require_GET
 
 from orbit_console.client import OrbitClient
 from orbit_console.console.availability import retry_availability, review_availability
-from orbit_console.console.models import Submission
-from orbit_console.console.people import Person
 from orbit_console.console.views.common import arender, console_view, task_client
+from orbit_console.decisions.models import Submission
 from orbit_console.lib.ids import is_id
+from orbit_console.people.person import Person
 
 TimelineOf = Callable[[OrbitClient, Person, str], Awaitable[Any]]
 

@@ -25,7 +25,6 @@ from django.views.decorators.http import require_http_methods
 
 from orbit_console.client import RetryTaskRequest, ReviewTaskRequest, Task
 from orbit_console.console import forms as wizard_forms
-from orbit_console.console.access import require_task_access
 from orbit_console.console.availability import (
     PROPOSE,
     Availability,
@@ -33,9 +32,6 @@ from orbit_console.console.availability import (
     retry_availability,
     review_availability,
 )
-from orbit_console.console.people import Person
-from orbit_console.console.proposals import proposal_create
-from orbit_console.console.submissions import submission_create, submission_send
 from orbit_console.console.views.common import (
     NoCredentialError,
     arender,
@@ -45,9 +41,13 @@ from orbit_console.console.views.common import (
     task_client,
 )
 from orbit_console.console.views.tasks import task_id_or_404
+from orbit_console.decisions.proposals import proposal_create
+from orbit_console.decisions.submissions import submission_create, submission_send
 from orbit_console.lib import strictjson
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
 from orbit_console.ops.views import remember_stored
+from orbit_console.people.access import require_task_access
+from orbit_console.people.person import Person
 
 _PIN_SALT = "orbit.console.wizard.pin"
 _CONTROL_FIELDS = {"csrfmiddlewaretoken", "pin", "step", "nav"}

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from orbit_console.console.credentials import (
+from orbit_console.people.credentials import (
     TokenRefused,
     check_external_token,
     credential_drop,
@@ -27,8 +27,8 @@ from orbit_console.console.credentials import (
     person_roles_set,
     store_external_token,
 )
-from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import ROLES
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import ROLES
 
 
 class Command(BaseCommand):

@@ -20,8 +20,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from orbit_console.console.credentials import person_enroll
 from orbit_console.ops.supervisor import Child, Supervisor
+from orbit_console.people.credentials import person_enroll
 
 DEMO_NAMESPACE = "Orbit demo"
 PEOPLE = {

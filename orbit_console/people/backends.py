@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import User
 
-from orbit_console.console.people import user_with_person
+from orbit_console.people.person import user_with_person
 
 
 class PeopleBackend(ModelBackend):

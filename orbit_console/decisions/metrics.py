@@ -8,7 +8,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from orbit_console.console.models import OPEN_STATES, Submission, SubmissionState
+from orbit_console.decisions.models import OPEN_STATES, Submission, SubmissionState
 
 
 class SubmissionCollector(Collector):

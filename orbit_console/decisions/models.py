@@ -1,6 +1,8 @@
-"""The console's own records: people's Orbit credentials, submissions and console events.
+"""Decisions and their record: proposals, approvals, durable submissions and the console's
+append-only record of them.
 
-The console never stores tasks: the recovery API is the source of truth for them.
+The console never stores tasks: the recovery API is the source of truth for them. The tables
+keep the names they had when the console app held these models (``console_*``).
 """
 
 import json
@@ -13,47 +15,6 @@ from django.utils.translation import gettext_lazy as _
 
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.rfc3339 import format_utc
-
-
-class OrbitCredential(models.Model):
-    """An Orbit credential a person acts with, so that the platform's ``actor_id`` names them
-    (AU6). A person holds at most one per namespace and sees and acts on what their credentials
-    cover (docs/access.md). The token is encrypted at rest (``lib.secretbox``) and never
-    rendered or logged."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="orbit_credentials"
-    )
-    token_ciphertext = models.TextField()
-    actor_id = models.CharField(max_length=64, blank=True)
-    # What the credential was issued with, when the console knows (minted by `console user`);
-    # empty for a token issued elsewhere. The recovery API has the last word either way.
-    permissions = models.CharField(max_length=200, blank=True)
-    namespace_id = models.CharField(max_length=64, blank=True)
-    # For people to read (the work queue's choice of namespace); the id when Orbit says none.
-    namespace_name = models.CharField(max_length=200, blank=True, default="")
-    # Space-separated queue ids the credential is limited to; empty: its whole namespace.
-    queue_ids = models.TextField(blank=True, default="")
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["user", "namespace_id"], name="one_credential_per_namespace"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"Orbit credential of {self.user} in {self.namespace_id or 'a namespace'}"
-
-    @property
-    def namespace_label(self) -> str:
-        return self.namespace_name or self.namespace_id
-
-    @property
-    def queue_scope(self) -> frozenset[str]:
-        """The queues the credential is limited to; empty: the whole namespace."""
-        return frozenset(self.queue_ids.split())
 
 
 class SubmissionAction(models.TextChoices):
@@ -79,6 +40,9 @@ class ChainHead(models.Model):
     name = models.CharField(max_length=40, primary_key=True)
     seq = models.PositiveBigIntegerField(default=0)
     last_hash = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        db_table = "console_chainhead"
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.seq}"
@@ -133,6 +97,7 @@ class Proposal(models.Model):
     decision_note = models.TextField(blank=True)
 
     class Meta:
+        db_table = "console_proposal"
         indexes = [models.Index(fields=["state", "created_at"], name="proposal_queue")]
 
     def __str__(self) -> str:
@@ -160,6 +125,7 @@ class Approval(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
+        db_table = "console_approval"
         constraints = [
             models.UniqueConstraint(fields=["proposal", "approver"], name="one_approval_per_person")
         ]
@@ -219,6 +185,7 @@ class Submission(models.Model):
     resolved_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "console_submission"
         indexes = [models.Index(fields=["state", "next_attempt_at"], name="submission_backlog")]
 
     def __str__(self) -> str:
@@ -282,6 +249,7 @@ class ConsoleEvent(models.Model):
     key_id = models.CharField(max_length=16, default="")
 
     class Meta:
+        db_table = "console_consoleevent"
         indexes = [
             models.Index(fields=["task_id", "created_at", "id"], name="console_event_task"),
             models.Index(fields=["created_at", "id"], name="console_event_time"),

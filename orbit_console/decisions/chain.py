@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from orbit_console.audit.chains import Head, Link
-from orbit_console.console.models import ChainHead, ConsoleEvent
+from orbit_console.decisions.models import ChainHead, ConsoleEvent
 from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
 from orbit_console.lib.rfc3339 import format_utc

@@ -13,9 +13,9 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from orbit_console.console.models import OPEN_STATES, Submission
-from orbit_console.console.proposals import expire_due
-from orbit_console.console.submissions import record_event, submission_send
+from orbit_console.decisions.models import OPEN_STATES, Submission
+from orbit_console.decisions.proposals import expire_due
+from orbit_console.decisions.submissions import record_event, submission_send
 from orbit_console.lib import notes
 
 logger = logging.getLogger("orbit.console.reconciler")

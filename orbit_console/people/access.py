@@ -26,8 +26,8 @@ from django.conf import settings
 from django.http import Http404
 
 from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
-from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import Person, orbit_client
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import Person, orbit_client
 
 type Key = tuple[int, str, str]
 type Probe = Callable[[OrbitClient, str], Awaitable[object]]

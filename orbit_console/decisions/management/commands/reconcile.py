@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
-from orbit_console.console.reconciler import reconcile_once
+from orbit_console.decisions.reconciler import reconcile_once
 from orbit_console.ops.loops import Heartbeat, serve_health
 
 logger = logging.getLogger("orbit.console.reconciler")

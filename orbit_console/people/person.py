@@ -19,9 +19,9 @@ from django.contrib.auth.models import AnonymousUser, Group, User
 from django.db import connection
 
 from orbit_console.client import OrbitClient, inprocess
-from orbit_console.console.models import OrbitCredential
 from orbit_console.lib.rows import Rows
 from orbit_console.lib.secretbox import unseal
+from orbit_console.people.models import OrbitCredential
 
 OPERATOR = "operator"
 SUPERVISOR = "supervisor"

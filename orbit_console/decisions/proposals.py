@@ -16,14 +16,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from orbit_console.console.models import (
-    Approval,
-    Proposal,
-    ProposalState,
-    Submission,
-)
-from orbit_console.console.people import SUPERVISOR, Person
-from orbit_console.console.submissions import (
+from orbit_console.decisions.models import Approval, Proposal, ProposalState, Submission
+from orbit_console.decisions.submissions import (
     credential_namespace,
     decision_slot,
     record_event,
@@ -32,6 +26,7 @@ from orbit_console.console.submissions import (
 from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import publish_on_commit
+from orbit_console.people.person import SUPERVISOR, Person
 
 APPROVALS_GROUP = "console.approvals"
 APPROVALS_MESSAGE = "approvals.changed"

@@ -13,9 +13,9 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 
 from orbit_console.client import CredentialInfo, OrbitError, OutcomeUnknown
-from orbit_console.console.models import OrbitCredential
-from orbit_console.console.people import role_permissions, token_client
 from orbit_console.lib.secretbox import seal, unseal
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import role_permissions, token_client
 
 
 def person_roles_set(*, user: User, roles: frozenset[str]) -> None:

@@ -29,20 +29,20 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from orbit_console.client import OrbitError, OutcomeUnknown, RetryReceipt, ReviewReceipt
-from orbit_console.console import chain
-from orbit_console.console.models import (
+from orbit_console.decisions import chain
+from orbit_console.decisions.models import (
     ConsoleEvent,
-    OrbitCredential,
     Proposal,
     Submission,
     SubmissionAction,
     SubmissionState,
 )
-from orbit_console.console.people import orbit_client
 from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import CONSOLE_EVENT_MESSAGE, publish_on_commit, task_group
 from orbit_console.lib.rows import Rows
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import orbit_client
 
 logger = logging.getLogger("orbit.console.submissions")
 

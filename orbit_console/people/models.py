@@ -1,0 +1,49 @@
+"""The people's Orbit credentials: who acts on the platform as whom (AU6, docs/access.md).
+
+The table keeps the name it had when the console app held the model.
+"""
+
+from django.conf import settings
+from django.db import models
+
+
+class OrbitCredential(models.Model):
+    """An Orbit credential a person acts with, so that the platform's ``actor_id`` names them
+    (AU6). A person holds at most one per namespace and sees and acts on what their credentials
+    cover (docs/access.md). The token is encrypted at rest (``lib.secretbox``) and never
+    rendered or logged."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="orbit_credentials"
+    )
+    token_ciphertext = models.TextField()
+    actor_id = models.CharField(max_length=64, blank=True)
+    # What the credential was issued with, when the console knows (minted by `console user`);
+    # empty for a token issued elsewhere. The recovery API has the last word either way.
+    permissions = models.CharField(max_length=200, blank=True)
+    namespace_id = models.CharField(max_length=64, blank=True)
+    # For people to read (the work queue's choice of namespace); the id when Orbit says none.
+    namespace_name = models.CharField(max_length=200, blank=True, default="")
+    # Space-separated queue ids the credential is limited to; empty: its whole namespace.
+    queue_ids = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "console_orbitcredential"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "namespace_id"], name="one_credential_per_namespace"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Orbit credential of {self.user} in {self.namespace_id or 'a namespace'}"
+
+    @property
+    def namespace_label(self) -> str:
+        return self.namespace_name or self.namespace_id
+
+    @property
+    def queue_scope(self) -> frozenset[str]:
+        """The queues the credential is limited to; empty: the whole namespace."""
+        return frozenset(self.queue_ids.split())

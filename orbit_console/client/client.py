@@ -13,6 +13,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import quote
@@ -34,6 +35,7 @@ from orbit_console.client.types import (
     TaskSummary,
 )
 from orbit_console.lib import strictjson
+from orbit_console.lib.rfc3339 import format_utc
 from orbit_console.ops.context import current_request_id
 from orbit_console.ops.metrics import API_CALLS
 
@@ -103,14 +105,25 @@ class OrbitClient:
         queue_id: str | None = None,
         handler: str | None = None,
         business_key: str | None = None,
+        business_key_prefix: str | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        error: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> Page[TaskSummary]:
+        """ListTasks. ``updated_after`` (inclusive) and ``updated_before`` (exclusive) must be
+        aware datetimes; they are sent in UTC. ``business_key`` and ``business_key_prefix``
+        exclude each other (the API answers 400)."""
         params = _params(
             state=",".join(states) or None,
             queue_id=queue_id,
             handler=handler,
             business_key=business_key,
+            business_key_prefix=business_key_prefix,
+            updated_after=_time(updated_after),
+            updated_before=_time(updated_before),
+            error=error,
             limit=limit,
             cursor=cursor,
         )
@@ -286,6 +299,15 @@ def _document(response: httpx.Response) -> Any:
 
 def _segment(value: str) -> str:
     return quote(value, safe="")
+
+
+def _time(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.utcoffset() is None:
+        # astimezone() would read a naive time as the process's local time: a silent shift.
+        raise ValueError("a filter time must be timezone-aware")
+    return format_utc(value)
 
 
 def _params(**values: object) -> dict[str, str]:

@@ -31,6 +31,8 @@ def entry_hash(event: ConsoleEvent) -> str:
         "prev_hash": event.prev_hash,
         "namespace_id": event.namespace_id,
     }
+    if event.batch_id:  # entries from before batches keep their links
+        content["batch_id"] = event.batch_id
     return auditkeys.link(event.key_id, strictjson.canonical(content).encode())
 
 

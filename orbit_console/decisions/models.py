@@ -28,6 +28,7 @@ class SubmissionState(models.TextChoices):
     RETRY_LATER = "retry_later", _("Not applied yet: try again later")
     SUCCEEDED = "succeeded", _("Applied")
     REJECTED = "rejected", _("Rejected")
+    CANCELLED = "cancelled", _("Cancelled before it was sent")
 
 
 OPEN_STATES = (SubmissionState.PENDING, SubmissionState.UNKNOWN, SubmissionState.RETRY_LATER)
@@ -212,6 +213,16 @@ EVENT_LABELS = {
     "proposal.expired": _("Expired without being sent"),
     "proposal.closed": _("Closed: the platform refused it"),
     "audit.exported": _("Audit record exported"),
+    "batch.selected": _("Batch selected"),
+    "batch.proposed": _("Batch proposed for approval"),
+    "batch.approved": _("Batch approved"),
+    "batch.rejected": _("Batch rejected by a supervisor"),
+    "batch.started": _("Batch started: one submission stored per eligible task"),
+    "batch.paused": _("Batch paused"),
+    "batch.resumed": _("Batch resumed"),
+    "batch.cancelled": _("Batch cancelled: what was not sent will not be"),
+    "batch.finished": _("Batch finished"),
+    "submission.cancelled": _("Cancelled before it was sent"),
 }
 
 
@@ -237,6 +248,11 @@ class ConsoleEvent(models.Model):
     )
     proposal = models.ForeignKey(
         Proposal, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    # A batch's own entries (proposed, approved, started, finished...); its items' entries
+    # belong to their submissions, which name the batch (``submission.batch_item``).
+    batch = models.ForeignKey(
+        "Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -276,4 +292,111 @@ class ConsoleEvent(models.Model):
             "note": self.note,
             "submission_id": self.submission_id or "",
             "proposal_id": self.proposal_id or "",
+            "batch_id": self.batch_id or "",
         }
+
+
+# --- Batches: one decision over many tasks (docs/bulk.md) ------------------------------------
+
+
+class BatchState(models.TextChoices):
+    DRAFT = "draft", _("Selected, not yet confirmed")
+    PROPOSED = "proposed", _("Waiting for approval")
+    REJECTED = "rejected", _("Rejected by a supervisor")
+    RUNNING = "running", _("Sending")
+    PAUSED = "paused", _("Paused")
+    CANCELLED = "cancelled", _("Cancelled")
+    FINISHED = "finished", _("Finished")
+
+
+class ItemOutcome(models.TextChoices):
+    APPLIED = "applied", _("Applied")
+    DEDUPLICATED = "deduplicated", _("Applied before (deduplicated)")
+    CHANGED = "changed", _("Changed since selected")
+    REFUSED = "refused", _("Refused by the recovery API")
+    FAILED = "failed", _("Failed: no definite answer in time")
+    CANCELLED = "cancelled", _("Cancelled before it was sent")
+    SKIPPED = "skipped", _("Not eligible")
+    TAKEN = "taken", _("Already decided for this revision")
+
+
+class Batch(models.Model):
+    """One evidenced decision over many tasks: the frozen selection (``BatchItem``: each task
+    with the revision it was seen at), the decision (one reason and one evidence reference, the
+    outcome and result or the retry's budget), its approval under the four-eyes policy, and
+    the sending of one durable submission per eligible task."""
+
+    id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
+    action = models.CharField(max_length=8, choices=SubmissionAction.choices)
+    namespace_id = models.CharField(max_length=64, blank=True, default="")
+    # The work queue's filter that selected the tasks, for people to read (JSON).
+    selection = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="batches"
+    )
+    created_at = models.DateTimeField()
+    state = models.CharField(max_length=12, choices=BatchState.choices, default=BatchState.DRAFT)
+    # The decision, as the decide step cleaned it (JSON; decisions/batches.py builds each
+    # task's exact body from it); empty until decided.
+    decision = models.TextField(blank=True, default="")
+    required_approvals = models.PositiveSmallIntegerField(default=0)
+    sent_as = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # After a 429 the worker sends nothing of this batch before this moment (RT7).
+    hold_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["state", "created_at"], name="batch_state")]
+
+    def __str__(self) -> str:
+        return f"batch {self.action} of {self.id}"
+
+    @cached_property
+    def decided(self) -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(self.decision) if self.decision else {}
+        return found
+
+    @property
+    def is_sending(self) -> bool:
+        return self.state in (BatchState.RUNNING, BatchState.PAUSED, BatchState.CANCELLED)
+
+
+class BatchItem(models.Model):
+    """One task of a batch, as the verify step saw it, and what became of it."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.PROTECT, related_name="items")
+    task_id = models.CharField(max_length=64)
+    queue_id = models.CharField(max_length=64, blank=True)
+    handler = models.CharField(max_length=512, blank=True, default="")
+    business_key = models.CharField(max_length=255, blank=True, default="")
+    seen_state = models.CharField(max_length=16)
+    seen_revision = models.CharField(max_length=24, blank=True)
+    # Why the task is not eligible (decisions/batches.INELIGIBLE); empty: it is.
+    ineligible = models.CharField(max_length=20, blank=True, default="")
+    submission = models.OneToOneField(
+        Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="batch_item"
+    )
+    outcome = models.CharField(max_length=12, choices=ItemOutcome.choices, blank=True)
+    error_code = models.CharField(max_length=40, blank=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "task_id"], name="one_item_per_task")
+        ]
+        indexes = [models.Index(fields=["batch", "outcome"], name="batch_item_outcome")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} @ {self.seen_revision} in {self.batch_id}"
+
+    @property
+    def eligible(self) -> bool:
+        return not self.ineligible

@@ -22,10 +22,14 @@ logger = logging.getLogger("orbit.console.reconciler")
 
 
 def due_submissions(now: datetime, *, limit: int = 50) -> list[Submission]:
-    """Open submissions whose next attempt is due and whose deadline has not passed."""
+    """Open submissions whose next attempt is due and whose deadline has not passed; a
+    batch's are its worker's (decisions/batchworker.py)."""
     return list(
         Submission.objects.filter(
-            state__in=OPEN_STATES, next_attempt_at__lte=now, reconcile_deadline__gt=now
+            state__in=OPEN_STATES,
+            next_attempt_at__lte=now,
+            reconcile_deadline__gt=now,
+            batch_item__isnull=True,
         ).order_by("next_attempt_at")[:limit]
     )
 

@@ -31,6 +31,7 @@ from django.utils import timezone
 from orbit_console.client import OrbitError, OutcomeUnknown, RetryReceipt, ReviewReceipt
 from orbit_console.decisions import chain
 from orbit_console.decisions.models import (
+    Batch,
     ConsoleEvent,
     Proposal,
     Submission,
@@ -68,6 +69,7 @@ def submission_create(
     namespace_id: str | None = None,
     sent_as: User | None = None,
     proposal: Proposal | None = None,
+    batch: Batch | None = None,
     note: str = "",
 ) -> Created:
     """Store a decision before it is sent. One decision per task revision: a second one for
@@ -102,7 +104,12 @@ def submission_create(
                 reconcile_deadline=now + timedelta(hours=settings.CONSOLE_RECONCILE_DEADLINE_HOURS),
             )
             record_event(
-                "submission.stored", submission=submission, actor=created_by, note=note, now=now
+                "submission.stored",
+                submission=submission,
+                batch=batch,
+                actor=created_by,
+                note=note,
+                now=now,
             )
     except IntegrityError:
         existing = Submission.objects.filter(decision_slot=slot).first()
@@ -117,34 +124,38 @@ def record_event(
     *,
     submission: Submission | None = None,
     proposal: Proposal | None = None,
+    batch: Batch | None = None,
     actor: User | None,
     note: str = "",
     now: datetime | None = None,
 ) -> ConsoleEvent:
-    """Append to the console's record, and announce it on the task's group once committed."""
+    """Append to the console's record, and announce it on the task's group once committed
+    (a batch's own entries, which name no task, on the batch's group)."""
     if proposal is None and submission is not None and submission.proposal_id:
         proposal = submission.proposal
     subject = submission or proposal
-    if subject is None:
-        raise ValueError("an event belongs to a submission or a proposal")
+    if subject is None and batch is None:
+        raise ValueError("an event belongs to a submission, a proposal or a batch")
     # Its own transaction when called outside one; inside one, part of it (no savepoint: a
     # failure here fails the write it records).
     with transaction.atomic(savepoint=False):
         event = chain.append(
             ConsoleEvent(
                 kind=kind,
-                task_id=subject.task_id,
-                queue_id=subject.queue_id,
-                namespace_id=subject.namespace_id,
+                task_id=subject.task_id if subject else "",
+                queue_id=subject.queue_id if subject else "",
+                namespace_id=subject.namespace_id if subject else batch.namespace_id,  # type: ignore[union-attr]
                 submission=submission,
                 proposal=proposal,
+                batch=batch,
                 actor=actor,
                 note=note,
                 created_at=now or timezone.now(),
             )
         )
-    message = {"type": CONSOLE_EVENT_MESSAGE, "event": event.as_message_data()}
-    publish_on_commit(task_group(subject.task_id), message)
+    if subject is not None:
+        message = {"type": CONSOLE_EVENT_MESSAGE, "event": event.as_message_data()}
+        publish_on_commit(task_group(subject.task_id), message)
     return event
 
 
@@ -210,7 +221,10 @@ async def submission_send(
             error_code="NO_CREDENTIAL",
             error_message="the sender has no Orbit credential for this namespace any more",
         )
-    await sync_to_async(_mark_sent)(submission.id, actor)
+    if not await sync_to_async(_mark_sent)(submission.id, actor):
+        # Closed meanwhile (a definite answer, or its batch cancelled before it went out):
+        # nothing more is sent.
+        return await Submission.objects.aget(id=submission.id)
     try:
         async with orbit_client(credential) as orbit:
             receipt = await _post(orbit, submission)
@@ -251,9 +265,12 @@ def _locked(submission_id: str) -> Submission:
     return submission
 
 
-def _mark_sent(submission_id: str, actor: User | None) -> None:
+def _mark_sent(submission_id: str, actor: User | None) -> bool:
+    """Count a send about to go out; ``False`` (and nothing counted) for a closed submission."""
     with transaction.atomic():
         submission = _locked(submission_id)
+        if not submission.is_open:
+            return False
         now = timezone.now()
         first = submission.send_count == 0
         submission.send_count += 1
@@ -262,6 +279,7 @@ def _mark_sent(submission_id: str, actor: User | None) -> None:
         kind = "submission.sent" if first else "submission.resent"
         note = "" if actor is not None or first else notes.written(notes.SENT_AGAIN_BY_RECONCILER)
         record_event(kind, submission=submission, actor=actor, note=note, now=now)
+    return True
 
 
 def _record_receipt(

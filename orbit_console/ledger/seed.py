@@ -193,3 +193,36 @@ def demo_world(*, label: str) -> str:
     )
     run(planned, AttemptOutcome.UNKNOWN, error="timeout after 10 s")
     return namespace_id
+
+
+@transaction.atomic
+def seed_incident(
+    *, namespace_id: str, queue_id: str, count: int, label: str = "incident", error: str = ""
+) -> list[str]:
+    """``count`` tasks an incident left in NEEDS_REVIEW (an attempt with an UNKNOWN outcome
+    and ``error``), business keys ``<label>:<n>``, for batches (docs/bulk.md). Their ids."""
+    from orbit_console.ledger.models import Queue
+
+    queue = Queue.objects.get(id=queue_id, namespace_id=namespace_id)
+    submitter = actor_id_for(namespace_id, "submitter")
+    worker = actor_id_for(namespace_id, "worker-1")
+    policy = RetryPolicy(max_attempts=1, attempt_timeout_ms=10_000)
+    ids = []
+    for index in range(count):
+        task = task_accept(
+            queue=queue,
+            actor_id=submitter,
+            handler="object.prepare",
+            payload=PAYLOAD,
+            business_key=f"{label}:{index}",
+            retry=policy,
+        )
+        attempt_start(task=task, worker_id="worker-1")
+        task = attempt_finish(
+            task=task,
+            worker_actor_id=worker,
+            outcome=AttemptOutcome.UNKNOWN,
+            error=error or "broker connection lost",
+        )
+        ids.append(task.id)
+    return ids

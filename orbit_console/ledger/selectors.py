@@ -5,13 +5,18 @@ which MariaDB answers from the index at any depth (the row-value form is a full 
 there). Cursors are signed, opaque, and bound to namespace, subject and query kind (AU3).
 """
 
+import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core import signing
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import CharField, F, Func, OuterRef, Q, QuerySet, Subquery, TextField, Value
+from django.db.models.functions import Substr
+from django.db.models.lookups import Exact, IsNull
+from django.db.models.sql.compiler import SQLCompiler
 
 from orbit_console.ledger.auth import queue_scope
 from orbit_console.ledger.errors import InvalidArgument, NotFound
@@ -147,16 +152,94 @@ class TaskFilters:
     queue_id: str | None = None
     handler: str | None = None
     business_key: str | None = None
+    business_key_prefix: str | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    error: str | None = None
 
     def binding_subject(self) -> str:
-        return "|".join(
+        """The filters a cursor is bound to, as JSON: unambiguous whatever the texts hold (a
+        separator could be part of a handler or a key), and equal for equal times however
+        they were spelt."""
+
+        def time(value: datetime | None) -> str | None:
+            return None if value is None else value.astimezone(UTC).isoformat()
+
+        return json.dumps(
             [
-                ",".join(self.states),
-                self.queue_id or "",
-                self.handler or "",
-                self.business_key or "",
-            ]
+                list(self.states),
+                self.queue_id,
+                self.handler,
+                self.business_key,
+                self.business_key_prefix,
+                time(self.updated_after),
+                time(self.updated_before),
+                self.error,
+            ],
+            ensure_ascii=False,
+            separators=(",", ":"),
         )
+
+
+_ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_ASCII_FOLD = str.maketrans(_ASCII_UPPER, _ASCII_UPPER.lower())
+
+
+class _AsciiLower(Func):
+    """Text with A-Z lowered and every other character kept, alike on every database. SQL's
+    LOWER() is exactly that on SQLite (built without ICU) but folds all of Unicode, by its own
+    older tables, on MariaDB; there the letters are replaced one by one. (SQLite gets LOWER():
+    its parser refuses the REPLACE calls nested 26 deep once the query around them grows.)"""
+
+    arity = 1
+    output_field = TextField()
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, tuple[Any, ...]]:
+        sql, params = compiler.compile(self.source_expressions[0])
+        for upper in _ASCII_UPPER:
+            sql = f"REPLACE({sql}, %s, %s)"
+            params = (*params, upper, upper.lower())
+        return sql, tuple(params)
+
+    def as_sqlite(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> tuple[str, tuple[Any, ...]]:
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"LOWER({sql})", tuple(params)
+
+
+def _business_key_starts_with(prefix: str) -> Q:
+    # LIKE is exact on MySQL/MariaDB (Django's LIKE BINARY) and can use the business-key
+    # index there; SQLite's LIKE ignores ASCII case, so the head is compared as well. Django
+    # escapes %, _ and the escape character in the pattern.
+    head = Substr("business_key", 1, len(prefix))
+    return Q(business_key__startswith=prefix) & Q(
+        Exact(head, Value(prefix, output_field=CharField()))
+    )
+
+
+def _has_attempt_error_containing(text: str) -> Q:
+    """Any of the task's attempts has ``text`` in its error, A-Z in either case.
+
+    Asked per task, from the attempts' (task_id, number) index: the scalar subquery's first
+    match, not EXISTS. MariaDB turns an EXISTS into a semi-join that reads every attempt of
+    every namespace into a temporary table first, for each page; a scalar subquery it
+    evaluates for the candidate rows only, as SQLite does either way."""
+    match = (
+        Attempt.objects.filter(task_id=OuterRef("id"))
+        .alias(folded_error=_AsciiLower(F("error")))
+        .filter(folded_error__contains=text.translate(_ASCII_FOLD))
+        .values("number")[:1]
+    )
+    return Q(IsNull(Subquery(match), False))
 
 
 def tasks_page(
@@ -175,6 +258,14 @@ def tasks_page(
         tasks = tasks.filter(handler=filters.handler)
     if filters.business_key:
         tasks = tasks.filter(business_key=filters.business_key)
+    if filters.business_key_prefix:
+        tasks = tasks.filter(_business_key_starts_with(filters.business_key_prefix))
+    if filters.updated_after is not None:
+        tasks = tasks.filter(updated_at__gte=filters.updated_after)
+    if filters.updated_before is not None:
+        tasks = tasks.filter(updated_at__lt=filters.updated_before)
+    if filters.error:
+        tasks = tasks.filter(_has_attempt_error_containing(filters.error))
     binding = CursorBinding("tasks", credential.namespace_id, filters.binding_subject())
     return _page(tasks, binding, cursor, limit)
 

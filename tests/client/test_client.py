@@ -432,6 +432,116 @@ def test_list_tasks_pages_with_next_cursor(url: str, world: dict[str, Any], live
     assert parked_pages == 2
 
 
+def test_list_tasks_sends_the_selection_filters(
+    url: str, world: dict[str, Any], live_db: None
+) -> None:
+    """business_key_prefix, error and the updated_at window reach the API as it takes them:
+    times in UTC (RFC 3339, Z) whatever zone the caller's datetime is in."""
+    tasks = world["tasks"]
+    at = datetime(2025, 3, 1, 12, 0, 0, 250000, tzinfo=UTC)
+    TaskRow.objects.filter(id=tasks["failed"]).update(updated_at=at)
+    TaskRow.objects.filter(id=tasks["failed_uncertain"]).update(updated_at=at + timedelta(hours=1))
+    paris = timezone(timedelta(hours=1))  # 13:00:00.25 in Paris is 12:00:00.25 UTC
+
+    async def scenario() -> dict[str, Page[TaskSummary]]:
+        async with OrbitClient(url, admin(world)) as orbit:
+            return {
+                "prefix": await orbit.list_tasks(business_key_prefix="object:failed"),
+                "error": await orbit.list_tasks(error="TIMEOUT", limit=100),
+                "window": await orbit.list_tasks(
+                    updated_after=at.astimezone(paris),
+                    updated_before=(at + timedelta(microseconds=1)).astimezone(paris),
+                ),
+                "after": await orbit.list_tasks(
+                    updated_after=at + timedelta(microseconds=1), states=("FAILED",)
+                ),
+                "all": await orbit.list_tasks(
+                    business_key_prefix="object:",
+                    error="time",
+                    updated_after=datetime(2000, 1, 1, tzinfo=UTC),
+                    updated_before=datetime(9998, 1, 1, tzinfo=UTC),
+                    states=("NEEDS_REVIEW",),
+                    queue_id=world["queue_id"],
+                    limit=1,
+                ),
+            }
+
+    pages = run(scenario)
+
+    assert {item.id for item in pages["prefix"].items} == {
+        tasks["failed"],
+        tasks["failed_uncertain"],
+    }
+    assert {item.id for item in pages["error"].items} == {
+        tasks["needs_review_2"],
+        tasks["needs_review_workflow"],
+    }
+    assert [item.id for item in pages["window"].items] == [tasks["failed"]]
+    assert {item.id for item in pages["after"].items} == {
+        tasks["failed_uncertain"],
+        tasks["queue_full_failed"],
+    }
+    assert len(pages["all"].items) == 1
+    assert pages["all"].next_cursor is not None
+
+
+def test_list_tasks_filters_page_with_their_cursor(
+    url: str, world: dict[str, Any], live_db: None
+) -> None:
+    filters: dict[str, Any] = {
+        "business_key_prefix": "object:needs-review",
+        "updated_after": datetime(2000, 1, 1, tzinfo=UTC),
+    }
+
+    async def scenario() -> tuple[list[TaskSummary], int, OrbitError]:
+        async with OrbitClient(url, admin(world)) as orbit:
+            items, pages = await walk(
+                lambda cursor: orbit.list_tasks(limit=1, cursor=cursor, **filters), page_size=1
+            )
+            first = await orbit.list_tasks(limit=1, **filters)
+            with pytest.raises(OrbitError) as caught:
+                await orbit.list_tasks(limit=1, cursor=first.next_cursor, error="timeout")
+            return items, pages, caught.value
+
+    items, pages, error = run(scenario)
+
+    assert pages == 4
+    assert {item.id for item in items} == {
+        world["tasks"][name]
+        for name in (
+            "needs_review",
+            "needs_review_2",
+            "needs_review_leased",
+            "needs_review_workflow",
+        )
+    }
+    assert (error.status, error.code, error.field) == (400, "INVALID_ARGUMENT", "cursor")
+
+
+def test_list_tasks_filter_refusals_name_the_field(url: str, world: dict[str, Any]) -> None:
+    both = fails(
+        url,
+        admin(world),
+        lambda orbit: orbit.list_tasks(business_key="object:failed", business_key_prefix="o"),
+    )
+    assert (both.status, both.code, both.field) == (400, "INVALID_ARGUMENT", "business_key_prefix")
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    reversed_window = fails(
+        url,
+        admin(world),
+        lambda orbit: orbit.list_tasks(updated_after=moment, updated_before=moment),
+    )
+    assert (reversed_window.status, reversed_window.field) == (400, "updated_after")
+    too_long = fails(url, admin(world), lambda orbit: orbit.list_tasks(error="e" * 201))
+    assert (too_long.status, too_long.field) == (400, "error")
+
+
+def test_list_tasks_refuses_a_naive_filter_time(url: str, world: dict[str, Any]) -> None:
+    """A naive datetime would be read in the process's local zone: refused before sending."""
+    with pytest.raises(ValueError, match="timezone-aware"):
+        call(url, admin(world), lambda orbit: orbit.list_tasks(updated_after=datetime(2026, 1, 1)))  # noqa: DTZ001
+
+
 def test_list_attempts_returns_attempts_with_late_reports(url: str, world: dict[str, Any]) -> None:
     task_id = world["tasks"]["needs_review"]
 

@@ -254,6 +254,10 @@ def test_task_list_queue_of_another_namespace_lists_nothing_C4(
         "handler=",
         "business_key=",
         "business_key=" + "k" * 513,
+        "business_key_prefix=",
+        "error=",
+        "updated_after=2026-01-01",
+        "updated_before=now",
         "state=FAILED&state=CANCELLED",
         "handler=a&handler=a",
         "limit=0",
@@ -356,6 +360,448 @@ def test_task_list_never_shows_retry_of_RT9(api: httpx.Client, world: dict[str, 
     assert "retry_of" not in response.text
     assert "retry_successor_id" not in response.text
     assert "payload" not in response.text and "result" not in response.text
+
+
+# --- GET /v1/tasks: the selection filters (bulk recovery) -------------------------------------
+
+
+def ids_of(response: httpx.Response) -> list[str]:
+    assert response.status_code == 200, response.text
+    return [item["id"] for item in response.json()["data"]["items"]]
+
+
+def refused(response: httpx.Response, field: str) -> str:
+    """The message of a 400 that names ``field``."""
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("INVALID_ARGUMENT", field), error
+    assert error["message"].startswith(f"{field}: "), error
+    message: str = error["message"]
+    return message
+
+
+def keyed(world: dict[str, Any], *keys: str, **fields: Any) -> dict[str, str]:
+    """One task per business key (its own handler, so that the world's tasks stay out of the
+    way): key -> task id."""
+    return {key: accept(world, business_key=key, **fields).id for key in keys}
+
+
+def with_errors(task: Task, *errors: str) -> Task:
+    """Ended attempts numbered from 1, one per error text."""
+    start = timezone.now() - timedelta(hours=1)
+    for number, error in enumerate(errors, start=1):
+        Attempt.objects.create(
+            task_id=task.id,
+            number=number,
+            worker_id="worker-1",
+            started_at=start,
+            ended_at=start + timedelta(seconds=5),
+            outcome=AttemptOutcome.FAILED,
+            error=error,
+        )
+    return task
+
+
+def updated(task: Task, at: datetime) -> Task:
+    Task.objects.filter(id=task.id).update(updated_at=at)
+    return task
+
+
+def test_task_list_filters_by_business_key_prefix(api: httpx.Client, world: dict[str, Any]) -> None:
+    token = admin(world)
+    names = world["tasks"]
+    reviews = {"needs_review", "needs_review_2", "needs_review_leased", "needs_review_workflow"}
+    rows = Task.objects.filter(namespace_id=world["namespace_id"]).values_list("business_key", "id")
+
+    listed = walk(
+        api, "/v1/tasks", token, {"business_key_prefix": "object:needs-review", "limit": 2}
+    )
+
+    assert {i["id"] for i in listed} == {names[name] for name in reviews}
+    assert [i["id"] for i in listed] == ids_newest_first(id__in=[i["id"] for i in listed])
+    everything = walk(api, "/v1/tasks", token, {"business_key_prefix": "object:", "limit": 3})
+    assert {i["id"] for i in everything} == {task_id for key, task_id in rows if key}
+    # A whole key is its own prefix; a longer text, a different case, a key's middle are not.
+    assert ids_of(tasks(api, token, {"business_key_prefix": "object:failed"})) == ids_newest_first(
+        id__in=[names["failed"], names["failed_uncertain"]]
+    )
+    for miss in ("object:failed-uncertain!", "OBJECT:", "Object:failed", "failed", "bject:"):
+        assert ids_of(tasks(api, token, {"business_key_prefix": miss})) == [], miss
+
+
+def test_task_list_business_key_prefix_combines_with_state_and_queue(
+    api: httpx.Client, world: dict[str, Any]
+) -> None:
+    token = admin(world)
+    names = world["tasks"]
+    exports = queue_named(world, "exports").id
+
+    failed = {"state": "FAILED", "business_key_prefix": "object:failed"}
+    assert set(ids_of(tasks(api, token, failed))) == {names["failed"], names["failed_uncertain"]}
+    assert ids_of(tasks(api, token, {**failed, "state": "CANCELLED"})) == []
+    in_exports = ids_of(tasks(api, token, {"queue_id": exports, "business_key_prefix": "object:"}))
+    assert len(in_exports) == 3  # the full queue's failed task and its two fillers
+    filler = {"queue_id": exports, "business_key_prefix": "object:queue-filler", "state": "WAITING"}
+    assert len(ids_of(tasks(api, token, filler))) == 2
+    assert ids_of(tasks(api, token, {**filler, "queue_id": world["queue_id"]})) == []
+
+
+def test_task_list_business_key_prefix_takes_wildcards_literally_and_case_exactly(
+    api: httpx.Client, world: dict[str, Any]
+) -> None:
+    """%, _ and the LIKE escape character are plain characters; case, accents and a trailing
+    space count (on MariaDB a trailing space is what PAD SPACE comparisons would ignore)."""
+    token = admin(world)
+    made = keyed(
+        world,
+        "w:100%",
+        "w:100%-more",
+        "w:1000",
+        "w:1_0",
+        "w:1x0",
+        "w:a\\b",
+        "w:a\\\\b",
+        "w:ab",
+        "w:Case",
+        "w:case",
+        "w:é",
+        "w:É",
+        "w:pad",
+        "w:pad ",
+        handler="filters.prefix",
+    )
+
+    def matching(prefix: str) -> set[str]:
+        found = ids_of(tasks(api, token, {"business_key_prefix": prefix, "limit": 100}))
+        return {key for key, task_id in made.items() if task_id in found}
+
+    assert matching("w:100%") == {"w:100%", "w:100%-more"}
+    assert matching("w:1_") == {"w:1_0"}
+    assert matching("w:1_0") == {"w:1_0"}
+    assert matching("w:%") == set()
+    assert matching("w:_") == set()
+    assert matching("w:a\\") == {"w:a\\b", "w:a\\\\b"}
+    assert matching("w:a\\b") == {"w:a\\b"}
+    assert matching("w:a\\\\") == {"w:a\\\\b"}
+    assert matching("w:C") == {"w:Case"}
+    assert matching("w:c") == {"w:case"}
+    assert matching("w:é") == {"w:é"}
+    assert matching("w:pad ") == {"w:pad "}
+    assert matching("w:pad") == {"w:pad", "w:pad "}
+    assert matching("w:") == set(made)
+
+
+def test_task_list_filters_by_updated_time(api: httpx.Client, world: dict[str, Any]) -> None:
+    """updated_after is inclusive, updated_before exclusive, to the microsecond."""
+    token = admin(world)
+    base = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+    first, second, third = (
+        updated(accept(world, handler="filters.updated"), base + timedelta(hours=hours))
+        for hours in (0, 1, 2)
+    )
+    fraction = updated(
+        accept(world, handler="filters.updated"), base + timedelta(hours=1, microseconds=500)
+    )
+    mine = {"handler": "filters.updated", "limit": 100}
+
+    def listed(**bounds: datetime) -> set[str]:
+        params = {**mine, **{name: format_utc(at) for name, at in bounds.items()}}
+        return set(ids_of(tasks(api, token, params)))
+
+    one = base + timedelta(hours=1)
+    assert listed(updated_after=one) == {second.id, fraction.id, third.id}
+    assert listed(updated_before=one) == {first.id}
+    assert listed(updated_after=base, updated_before=one) == {first.id}
+    assert listed(updated_after=one, updated_before=one + timedelta(microseconds=1)) == {second.id}
+    assert listed(updated_after=one + timedelta(microseconds=500)) == {fraction.id, third.id}
+    assert listed(updated_after=one + timedelta(microseconds=501)) == {third.id}
+    assert listed(updated_before=base) == set()
+    assert listed(updated_after=base + timedelta(hours=3)) == set()
+    # The same instant however it is spelt: trailing fraction zeros change nothing.
+    spelt = {**mine, "updated_after": "2025-03-01T13:00:00.000000Z"}
+    assert set(ids_of(tasks(api, token, spelt))) == {second.id, fraction.id, third.id}
+
+
+def test_task_list_updated_time_combines_with_state_and_queue(
+    api: httpx.Client, world: dict[str, Any]
+) -> None:
+    token = admin(world)
+    names = world["tasks"]
+    old = datetime(2024, 6, 1, tzinfo=UTC)
+    updated(Task.objects.get(id=names["failed"]), old)
+    exports = queue_named(world, "exports").id
+    before = {"updated_before": format_utc(old + timedelta(seconds=1))}
+
+    assert ids_of(tasks(api, token, {**before, "state": "FAILED"})) == [names["failed"]]
+    assert ids_of(tasks(api, token, {**before, "state": "CANCELLED"})) == []
+    assert ids_of(tasks(api, token, {**before, "queue_id": exports})) == []
+    recent = {"updated_after": format_utc(old + timedelta(seconds=1)), "state": "FAILED"}
+    assert set(ids_of(tasks(api, token, recent))) == {
+        names["failed_uncertain"],
+        names["queue_full_failed"],
+    }
+    in_exports = {**recent, "queue_id": exports}
+    assert ids_of(tasks(api, token, in_exports)) == [names["queue_full_failed"]]
+
+
+def test_task_list_filters_by_attempt_error(api: httpx.Client, world: dict[str, Any]) -> None:
+    token = admin(world)
+    names = world["tasks"]
+
+    def listed(text: str, **more: str) -> set[str]:
+        return set(ids_of(tasks(api, token, {"error": text, "limit": 100, **more})))
+
+    # Seeded errors: "connection reset", "timeout" (twice), "object not found", "x", ...
+    assert listed("timeout") == {names["needs_review_2"], names["needs_review_workflow"]}
+    assert listed("not found") == {names["failed"]}
+    assert listed("connection reset") == {names["needs_review"]}
+    assert listed("time out") == set()
+    # A late report's detail is not an attempt's error.
+    assert listed("after the lease ended") == set()
+    # Combined with state and queue.
+    assert listed("timeout", state="NEEDS_REVIEW") == {
+        names["needs_review_2"],
+        names["needs_review_workflow"],
+    }
+    assert listed("timeout", state="FAILED") == set()
+    exports = queue_named(world, "exports").id
+    assert listed("x", queue_id=exports) == {names["queue_full_failed"]}
+    assert listed("x", queue_id=exports, state="WAITING") == set()
+    assert listed("timeout", queue_id=exports) == set()
+
+
+def test_task_list_error_matches_any_attempt_once(api: httpx.Client, world: dict[str, Any]) -> None:
+    token = admin(world)
+    twice = with_errors(accept(world, handler="filters.error"), "", "broker gone", "broker gone")
+    first_only = with_errors(accept(world, handler="filters.error"), "broker gone", "")
+    never = accept(world, handler="filters.error")  # no attempt at all
+    mine = {"handler": "filters.error", "limit": 100}
+
+    listed = ids_of(tasks(api, token, {**mine, "error": "broker gone"}))
+    assert listed == ids_newest_first(id__in=[twice.id, first_only.id])
+    assert len(listed) == 2  # one item per task, however many of its attempts match
+    assert never.id not in ids_of(tasks(api, token, {**mine, "error": "b"}))
+    assert ids_of(tasks(api, token, {**mine, "error": "broker gone!"})) == []
+
+
+def test_task_list_error_ignores_ascii_case_and_takes_wildcards_literally(
+    api: httpx.Client, world: dict[str, Any]
+) -> None:
+    """A-Z match in either case, on SQLite and on MariaDB's utf8mb4_bin alike; every other
+    character, accented letters included, matches exactly; %, _ and \\ are plain."""
+    token = admin(world)
+    errors = {
+        "upper": "Connection REFUSED by Peer",
+        "percent": "disk 100% full",
+        "no_percent": "disk 1000 full",
+        "underscore": "column a_b missing",
+        "no_underscore": "column axb missing",
+        "backslash": "cannot open C:\\Temp\\x",
+        "umlaut_upper": "Übertragung fehlgeschlagen",
+        "umlaut_lower": "übertragung fehlgeschlagen",
+    }
+    made = {
+        name: with_errors(accept(world, handler="filters.error-text"), text).id
+        for name, text in errors.items()
+    }
+
+    def matching(text: str) -> set[str]:
+        params = {"handler": "filters.error-text", "error": text, "limit": 100}
+        found = ids_of(tasks(api, token, params))
+        return {name for name, task_id in made.items() if task_id in found}
+
+    for spelling in ("connection refused", "CONNECTION REFUSED", "cOnNeCtIoN rEfUsEd BY PEER"):
+        assert matching(spelling) == {"upper"}, spelling
+    assert matching("100%") == {"percent"}
+    assert matching("%") == {"percent"}
+    assert matching("a_b") == {"underscore"}
+    assert matching("_") == {"underscore"}
+    assert matching("C:\\temp\\") == {"backslash"}
+    assert matching("\\") == {"backslash"}
+    assert matching("Ü") == {"umlaut_upper"}
+    assert matching("ü") == {"umlaut_lower"}
+    assert matching("ÜBERTRAGUNG") == {"umlaut_upper"}
+    assert matching("übertragung FEHLGESCHLAGEN") == {"umlaut_lower"}
+    assert matching("fehlgeschlagen") == {"umlaut_upper", "umlaut_lower"}
+
+
+def test_task_list_combines_every_new_filter(api: httpx.Client, world: dict[str, Any]) -> None:
+    token = admin(world)
+    at = datetime(2025, 5, 5, tzinfo=UTC)
+    hit = updated(with_errors(accept(world, business_key="combo:1"), "Quota exceeded"), at)
+    updated(with_errors(accept(world, business_key="combo:2"), "quota fine"), at)
+    updated(with_errors(accept(world, business_key="combo:3"), "quota exceeded"), at)
+    Task.objects.filter(id=hit.id).update(state="FAILED")
+    params = {
+        "business_key_prefix": "combo:",
+        "error": "QUOTA EXCEEDED",
+        "updated_after": format_utc(at),
+        "updated_before": format_utc(at + timedelta(seconds=1)),
+        "state": "FAILED",
+        "queue_id": world["queue_id"],
+    }
+
+    assert ids_of(tasks(api, token, params)) == [hit.id]
+    later = {**params, "updated_after": format_utc(at + timedelta(microseconds=1))}
+    assert ids_of(tasks(api, token, later)) == []
+    assert ids_of(tasks(api, token, {**params, "error": "quota fine"})) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("business_key_prefix", "", "must be 1 to 255 characters"),
+        ("business_key_prefix", "k" * 256, "must be 1 to 255 characters"),
+        ("business_key_prefix", "a\x00b", "must not contain the NUL character"),
+        ("error", "", "must be 1 to 200 characters"),
+        ("error", "e" * 201, "must be 1 to 200 characters"),
+        ("error", "\x00", "must not contain the NUL character"),
+        ("updated_after", "2026-01-01", "must be an RFC 3339 time in UTC"),
+        ("updated_after", "2026-01-01T00:00:00+00:00", "must be an RFC 3339 time in UTC"),
+        ("updated_after", "2026-01-01T00:00:00.1234567Z", "must be an RFC 3339 time in UTC"),
+        ("updated_after", "", "must be an RFC 3339 time in UTC"),
+        ("updated_before", "2026-01-01 00:00:00Z", "must be an RFC 3339 time in UTC"),
+        ("updated_before", "2026-02-30T00:00:00Z", "is not a valid date and time"),
+        ("updated_before", "1999-12-31T23:59:59Z", "year must be between 2000 and 9998"),
+    ],
+)
+def test_task_list_refuses_bad_new_filters_naming_the_field(
+    api: httpx.Client, world: dict[str, Any], field: str, value: str, message: str
+) -> None:
+    response = tasks(api, admin(world), {field: value})
+    assert message in refused(response, field)
+
+
+def test_task_list_new_filters_at_their_limits_are_accepted(
+    api: httpx.Client, world: dict[str, Any]
+) -> None:
+    token = admin(world)
+    for params in (
+        {"business_key_prefix": "k" * 255},
+        {"business_key_prefix": "k"},
+        {"error": "e" * 200},
+        {"error": "e"},
+        {"updated_after": "2000-01-01T00:00:00Z", "updated_before": "9998-12-31T23:59:59.999999Z"},
+    ):
+        assert tasks(api, token, params).status_code == 200, params
+
+
+def test_task_list_business_key_and_its_prefix_exclude_each_other(
+    api: httpx.Client, world: dict[str, Any]
+) -> None:
+    both = {"business_key": "object:failed", "business_key_prefix": "object:"}
+    message = refused(tasks(api, admin(world), both), "business_key_prefix")
+    assert message == "business_key_prefix: cannot be combined with business_key"
+
+
+@pytest.mark.parametrize("gap", [timedelta(0), timedelta(microseconds=-1), timedelta(days=-1)])
+def test_task_list_updated_after_must_be_earlier_than_updated_before(
+    api: httpx.Client, world: dict[str, Any], gap: timedelta
+) -> None:
+    before = datetime(2026, 1, 1, tzinfo=UTC)
+    params = {"updated_after": format_utc(before), "updated_before": format_utc(before + gap)}
+    message = refused(tasks(api, admin(world), params), "updated_after")
+    assert message == "updated_after: must be earlier than updated_before"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("business_key_prefix", "object:"),
+        ("updated_after", "2026-01-01T00:00:00Z"),
+        ("updated_before", "2026-01-01T00:00:00Z"),
+        ("error", "timeout"),
+    ],
+)
+def test_task_list_new_filters_appear_at_most_once(
+    api: httpx.Client, world: dict[str, Any], field: str, value: str
+) -> None:
+    response = tasks(api, admin(world), [(field, value), (field, value)])
+    assert refused(response, field) == f"{field}: may appear at most once"
+
+
+def test_task_list_cursor_is_bound_to_the_new_filters(
+    api: httpx.Client, world: dict[str, Any]
+) -> None:
+    token = admin(world)
+    at = "2020-01-01T00:00:00Z"
+
+    def cursor(params: dict[str, str]) -> str:
+        data = tasks(api, token, {**params, "limit": 1}).json()["data"]
+        next_cursor: str = data["next_cursor"]
+        return next_cursor
+
+    for params, others in (
+        (
+            {"business_key_prefix": "object:"},
+            [
+                {},
+                {"business_key_prefix": "object:n"},
+                {"business_key_prefix": "OBJECT:"},
+                {"business_key": "object:"},
+                {"business_key_prefix": "object:", "state": "FAILED"},
+            ],
+        ),
+        (
+            {"updated_after": at},
+            [
+                {},
+                {"updated_after": "2020-01-01T00:00:00.000001Z"},
+                {"updated_before": "9000-01-01T00:00:00Z"},
+                {"updated_after": at, "updated_before": "9000-01-01T00:00:00Z"},
+            ],
+        ),
+        ({"updated_before": "9000-01-01T00:00:00Z"}, [{}, {"updated_after": at}]),
+        (
+            {"error": "timeout"},
+            [{}, {"error": "TIMEOUT"}, {"error": "timeou"}, {"error": "timeout", "limit": "2"}],
+        ),
+    ):
+        bound = cursor(params)
+        assert tasks(api, token, {**params, "limit": 1, "cursor": bound}).status_code == 200
+        for other in others:
+            response = tasks(api, token, {"limit": 1, **other, "cursor": bound})
+            if other.get("limit"):  # the page size is not part of the query
+                assert response.status_code == 200
+                continue
+            assert refused(response, "cursor") == "cursor: belongs to another query", other
+    # The same instant spelt otherwise is the same query.
+    bound = cursor({"updated_after": at})
+    same = {"updated_after": "2020-01-01T00:00:00.000Z", "limit": 1, "cursor": bound}
+    assert tasks(api, token, same).status_code == 200
+
+
+def test_task_list_cursor_binding_is_unambiguous(api: httpx.Client, world: dict[str, Any]) -> None:
+    """Filters are bound as a whole, not joined by a separator that a text may contain."""
+    token = admin(world)
+    for _ in range(2):
+        accept(world, handler="h|k")
+    bound = tasks(api, token, {"handler": "h|k", "limit": 1}).json()["data"]["next_cursor"]
+
+    response = tasks(api, token, {"handler": "h", "business_key": "k|", "cursor": bound})
+
+    assert refused(response, "cursor") == "cursor: belongs to another query"
+
+
+def test_task_list_new_filters_page_through_every_match(
+    api: httpx.Client, world: dict[str, Any]
+) -> None:
+    at = datetime(2025, 7, 1, tzinfo=UTC)
+    made = [
+        updated(with_errors(accept(world, business_key=f"page:{n}"), "Page Fault"), at)
+        for n in range(7)
+    ]
+    with_errors(accept(world, business_key="page:other"), "no fault")
+    params = {
+        "business_key_prefix": "page:",
+        "error": "page fault",
+        "updated_after": format_utc(at),
+        "limit": 2,
+    }
+
+    items = walk(api, "/v1/tasks", admin(world), params)
+
+    assert [item["id"] for item in items] == ids_newest_first(id__in=[t.id for t in made])
 
 
 # --- GET /v1/tasks/{id} (O1) ------------------------------------------------------------------

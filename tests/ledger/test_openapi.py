@@ -290,6 +290,19 @@ def exchanges(api: httpx.Client, world: dict[str, Any]) -> list[tuple[str, str, 
     get(list_t, reader, {"limit": 100, "state": "FAILED,NEEDS_REVIEW"})
     get(list_t, reader, {"handler": "nobody"})
     get(list_t, reader, {"state": "nope"})
+    get(list_t, reader, {"business_key_prefix": "object:", "error": "TIMEOUT", "limit": 1})
+    get(
+        list_t,
+        reader,
+        {"updated_after": "2026-01-01T00:00:00Z", "updated_before": "9998-01-01T00:00:00Z"},
+    )
+    get(list_t, reader, {"business_key": "object:failed", "business_key_prefix": "object:"})
+    get(
+        list_t,
+        reader,
+        {"updated_after": "2026-01-01T00:00:00Z", "updated_before": "2025-01-01T00:00:00Z"},
+    )
+    get(list_t, reader, {"updated_before": "2026-01-01"})
     get(list_t, None)
     get(list_t, audit_only)
 
@@ -454,3 +467,29 @@ def test_the_documents_patterns_accept_exactly_what_the_parsers_accept_C5_C10_RT
         assert bool(evidence.fullmatch(f"a{char}")) == accepted, hex(code)
     for text in ["x", " x ", " ", "\t\n", "a\x00b", "\u3000", "\u3000x", "\x00"]:
         assert bool(reason.fullmatch(text)) == accepts(check_reason, text, RuleError), text
+
+
+def test_the_task_lists_filter_rules_are_in_the_document(document: dict[str, Any]) -> None:
+    """The new selection filters' static rules are the views' (lengths, NUL, times), and the
+    rules between parameters are stated in x-constraints with the field their 400 names."""
+    from orbit_console.ledger.api import views
+    from orbit_console.ledger.api.openapi import _utc_time
+
+    operation = document["paths"]["/v1/tasks"]["get"]
+    schemas = {p["name"]: p["schema"] for p in operation["parameters"] if p["in"] == "query"}
+    assert set(schemas) == views._TASK_LIST_PARAMS
+    prefix, error = schemas["business_key_prefix"], schemas["error"]
+    assert (prefix["minLength"], prefix["maxLength"]) == (1, views.MAX_BUSINESS_KEY_PREFIX_CHARS)
+    assert (error["minLength"], error["maxLength"]) == (1, views.MAX_ERROR_FILTER_CHARS)
+    for schema in (prefix, error):
+        assert re.fullmatch(schema["pattern"], "100%_\\ é")
+        assert not re.fullmatch(schema["pattern"], "a\x00b")
+    assert (
+        schemas["updated_after"]["pattern"] == schemas["updated_before"]["pattern"] == _utc_time()
+    )
+    assert {
+        (c["rule"], tuple(c["parameters"]), c["field"]) for c in operation["x-constraints"]
+    } == {
+        ("not_together", ("business_key", "business_key_prefix"), "business_key_prefix"),
+        ("earlier", ("updated_after", "updated_before"), "updated_after"),
+    }

@@ -15,7 +15,14 @@ from django.test.utils import CaptureQueriesContext
 
 from orbit_console.ledger import chain, selectors
 from orbit_console.ledger.auth import hash_token
-from orbit_console.ledger.models import Credential, OperationAudit, Task, TaskState
+from orbit_console.ledger.models import (
+    Attempt,
+    AttemptOutcome,
+    Credential,
+    OperationAudit,
+    Task,
+    TaskState,
+)
 from orbit_console.ledger.seed import seed_world
 from orbit_console.lib import auditkeys
 from orbit_console.lib.ids import new_id
@@ -244,3 +251,67 @@ def test_deep_task_list_page_of_one_state_costs_what_the_first_costs(
     assert len(tasks) == LIMIT
     assert {t.state for t in tasks} == {TaskState.FAILED}
     assert_same_cost(first, [deep], "task_ns_state_created")
+
+
+@pytest.fixture(scope="module")
+def deep_world_with_attempts(deep_world: dict[str, Any], django_db_blocker: Any) -> dict[str, Any]:
+    """``deep_world`` with an attempt on every bulk task, in its namespace and the others: far
+    more attempts than a page has tasks."""
+    with django_db_blocker.unblock():
+        started = BASE - timedelta(days=1)
+        Attempt.objects.bulk_create(
+            [
+                Attempt(
+                    id=new_id(),
+                    task_id=task_id,
+                    number=1,
+                    worker_id="worker-1",
+                    started_at=started,
+                    ended_at=started,
+                    outcome=AttemptOutcome.FAILED,
+                    error="Broker connection lost",
+                )
+                for task_id in Task.objects.filter(business_key__startswith="bulk:").values_list(
+                    "id", flat=True
+                )
+            ],
+            batch_size=500,
+        )
+        if connection.vendor == "mysql":
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE TABLE ledger_attempt")
+                cursor.fetchall()
+    return deep_world
+
+
+@pytest.mark.parametrize("depth", [LIMIT, ROWS // 2])
+def test_deep_task_list_page_of_an_attempt_error_costs_what_the_first_costs(
+    deep_world_with_attempts: dict[str, Any], live_db: None, depth: int
+) -> None:
+    """The error filter asks each candidate task's attempts by the (task_id, number) index; it
+    never reads the attempts table whole (MariaDB's semi-join of an EXISTS would, per page)."""
+    credential = admin_credential(deep_world_with_attempts)
+    broker = selectors.TaskFilters(error="BROKER connection")
+    cursor = tasks_cursor_at(credential, broker, depth)
+
+    def first() -> Any:
+        return selectors.tasks_page(credential, broker, limit=LIMIT, cursor=None)
+
+    def deep() -> Any:
+        return selectors.tasks_page(credential, broker, limit=LIMIT, cursor=cursor)
+
+    tasks, _ = deep()
+    assert len(tasks) == LIMIT
+    if connection.vendor == "sqlite":
+        for page in (first, deep):
+            keys, *rows = query_plans(page)
+            assert any("USING COVERING INDEX task_ns_created (" in step for step in keys), keys
+            assert any("USING INDEX sqlite_autoindex_ledger_attempt" in s for s in keys), keys
+            for plan in (keys, *rows):
+                assert not any(step.startswith("SCAN") for step in plan), plan
+                assert not any("TEMP B-TREE" in step for step in plan), plan
+        return
+    attempts = Attempt.objects.count()
+    first_cost = rows_read(first)
+    assert first_cost <= 8 * LIMIT, (first_cost, attempts)
+    assert rows_read(deep) <= 2 * first_cost + 10

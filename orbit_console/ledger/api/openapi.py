@@ -78,6 +78,7 @@ def _utc_time() -> str:
 ID = {"type": "string", "pattern": "^[0-9a-f]{32}$"}
 TIME = {"type": "string", "format": "date-time", "pattern": "Z$"}
 TIME_INPUT = {"type": ["string", "null"], "pattern": _utc_time()}
+UPDATED_TIME = {"type": "string", "pattern": _utc_time()}
 REVISION = {"type": "string", "pattern": _decimal_at_most(MAX_REVISION)}
 REASON = {
     "type": "string",
@@ -98,6 +99,9 @@ def _evidence_ref() -> dict[str, Any]:
 
 STATES = "|".join(TaskState.values)
 TEXT_FILTER = {"type": "string", "minLength": 1, "maxLength": 512}
+NO_NUL = "^[^\\u0000]*$"
+BUSINESS_KEY_PREFIX = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NO_NUL}
+ERROR_FILTER = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NO_NUL}
 STATE = {
     "type": "string",
     "enum": ["WAITING", "RUNNING", "NEEDS_REVIEW", "SUCCEEDED", "FAILED", "CANCELLED"],
@@ -366,6 +370,27 @@ def _parameter(
     return {"name": name, "in": where, "required": required, "schema": schema}
 
 
+def _described(parameter: dict[str, Any], description: str) -> dict[str, Any]:
+    return {**parameter, "description": description}
+
+
+# Rules between query parameters, which a parameter's schema cannot state; each refusal names
+# ``field`` (tests/ledger/test_fuzz.py holds refusals of generated requests to them).
+TASK_LIST_CONSTRAINTS = [
+    {
+        "rule": "not_together",
+        "parameters": ["business_key", "business_key_prefix"],
+        "field": "business_key_prefix",
+        "description": "business_key and business_key_prefix cannot both be given.",
+    },
+    {
+        "rule": "earlier",
+        "parameters": ["updated_after", "updated_before"],
+        "field": "updated_after",
+        "description": "updated_after must be earlier than updated_before.",
+    },
+]
+
 TASK_ID = _parameter("task_id", "path", ID)
 AUDIT_ID = _parameter("audit_id", "path", ID)
 LIMIT = _parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}, False)
@@ -441,9 +466,31 @@ def _paths() -> dict[str, Any]:
                     _parameter("queue_id", "query", ID, False),
                     _parameter("handler", "query", TEXT_FILTER, False),
                     _parameter("business_key", "query", TEXT_FILTER, False),
+                    _described(
+                        _parameter("business_key_prefix", "query", BUSINESS_KEY_PREFIX, False),
+                        "Tasks whose business_key starts with this text, exactly: case, "
+                        "accents and spaces count, and %, _ and \\ are plain characters. Not "
+                        "with business_key.",
+                    ),
+                    _described(
+                        _parameter("updated_after", "query", UPDATED_TIME, False),
+                        "Tasks updated at or after this time (updated_at >= it); earlier "
+                        "than updated_before when both are given.",
+                    ),
+                    _described(
+                        _parameter("updated_before", "query", UPDATED_TIME, False),
+                        "Tasks updated before this time (updated_at < it).",
+                    ),
+                    _described(
+                        _parameter("error", "query", ERROR_FILTER, False),
+                        "Tasks with at least one attempt whose error contains this text; "
+                        "the letters A-Z match in either case, every other character "
+                        "exactly (%, _ and \\ are plain characters). Late reports are not read.",
+                    ),
                     LIMIT,
                     CURSOR,
                 ],
+                "x-constraints": TASK_LIST_CONSTRAINTS,
                 "responses": {"200": _response("TaskPage", "A page of tasks"), **READ_ERRORS},
             }
         },

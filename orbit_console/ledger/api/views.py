@@ -1,5 +1,6 @@
 """The /v1 endpoints: parse, call a selector or a service, answer. Nothing else."""
 
+from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -28,8 +29,23 @@ from orbit_console.ledger.serializers import (
     task_detail,
     task_summary,
 )
+from orbit_console.lib.rfc3339 import TimeFormatError, parse_utc
 
-_TASK_LIST_PARAMS = {"state", "queue_id", "handler", "business_key", "limit", "cursor"}
+_TASK_LIST_PARAMS = {
+    "state",
+    "queue_id",
+    "handler",
+    "business_key",
+    "business_key_prefix",
+    "updated_after",
+    "updated_before",
+    "error",
+    "limit",
+    "cursor",
+}
+MAX_TEXT_FILTER_CHARS = 512
+MAX_BUSINESS_KEY_PREFIX_CHARS = 255
+MAX_ERROR_FILTER_CHARS = 200
 _PAGE_PARAMS = {"limit", "cursor"}
 
 
@@ -118,7 +134,23 @@ def list_tasks(request: HttpRequest, credential: Credential) -> Answer:
         queue_id=path_id(params["queue_id"], "queue_id") if "queue_id" in params else None,
         handler=_text_filter(params, "handler"),
         business_key=_text_filter(params, "business_key"),
+        business_key_prefix=_pattern_filter(
+            params, "business_key_prefix", maximum=MAX_BUSINESS_KEY_PREFIX_CHARS
+        ),
+        updated_after=_time_filter(params, "updated_after"),
+        updated_before=_time_filter(params, "updated_before"),
+        error=_pattern_filter(params, "error", maximum=MAX_ERROR_FILTER_CHARS),
     )
+    if filters.business_key is not None and filters.business_key_prefix is not None:
+        raise InvalidArgument(
+            "business_key_prefix: cannot be combined with business_key",
+            field="business_key_prefix",
+        )
+    after, before = filters.updated_after, filters.updated_before
+    if after is not None and before is not None and after >= before:
+        raise InvalidArgument(
+            "updated_after: must be earlier than updated_before", field="updated_after"
+        )
     limit = limit_param(params)
     cursor = cursor_param(params, max_chars=selectors.MAX_CURSOR_CHARS)
     tasks, next_cursor = selectors.tasks_page(credential, filters, limit=limit, cursor=cursor)
@@ -155,8 +187,29 @@ def _states(value: str | None) -> tuple[str, ...]:
     return states
 
 
-def _text_filter(params: dict[str, str], name: str) -> str | None:
+def _text_filter(
+    params: dict[str, str], name: str, *, maximum: int = MAX_TEXT_FILTER_CHARS
+) -> str | None:
     value = params.get(name)
-    if value is not None and not 1 <= len(value) <= 512:
-        raise InvalidArgument(f"{name}: must be 1 to 512 characters", field=name)
+    if value is not None and not 1 <= len(value) <= maximum:
+        raise InvalidArgument(f"{name}: must be 1 to {maximum} characters", field=name)
     return value
+
+
+def _pattern_filter(params: dict[str, str], name: str, *, maximum: int) -> str | None:
+    """A text matched with LIKE. NUL is refused: SQLite ends a LIKE pattern at it, so
+    ``error=%00`` would match every attempt there and none on MariaDB."""
+    value = _text_filter(params, name, maximum=maximum)
+    if value is not None and "\x00" in value:
+        raise InvalidArgument(f"{name}: must not contain the NUL character", field=name)
+    return value
+
+
+def _time_filter(params: dict[str, str], name: str) -> datetime | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    try:
+        return parse_utc(value)
+    except TimeFormatError as exc:
+        raise InvalidArgument(f"{name}: {exc}", field=name) from None

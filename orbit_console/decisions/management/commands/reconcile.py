@@ -1,6 +1,7 @@
 """``manage.py reconcile``: resend submissions whose outcome is unknown until each has a
 definite answer, with bounded backoff and a deadline (C9, I4). Runs as a service that outlives
-a failing pass (issue 14); ``--once`` does one pass."""
+a failing pass (issue 14); ``--once`` does one pass. Beside the passes it runs the batch worker
+(decisions/batchworker.py), which comes back at once while a batch has items due."""
 
 import asyncio
 import logging
@@ -11,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
+from orbit_console.decisions.batchworker import work_batches
 from orbit_console.decisions.reconciler import reconcile_once
 from orbit_console.ops.loops import Heartbeat, serve_health
 
@@ -47,6 +49,40 @@ class Command(BaseCommand):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        if once:
+            await self._reconcile(once=True, interval=interval, heartbeat=heartbeat, stop=stop)
+            while await work_batches():
+                pass
+            return
+        batches = asyncio.create_task(self._batches(stop))
+        try:
+            await self._reconcile(once=False, interval=interval, heartbeat=heartbeat, stop=stop)
+        finally:
+            stop.set()
+            await batches
+
+    async def _batches(self, stop: asyncio.Event) -> None:
+        """Send batches' items: at once again while some were due, else look every half
+        second; a failed round waits longer each time."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                sent = await work_batches()
+            except Exception:
+                failures += 1
+                logger.exception("batch worker: a round failed")
+                pause = min(0.5 * 2**failures, MAX_BACKOFF)
+            else:
+                failures, pause = 0, (0.0 if sent else 0.5)
+                await sync_to_async(close_old_connections)()
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=pause)
+            except TimeoutError:
+                continue
+
+    async def _reconcile(
+        self, *, once: bool, interval: float, heartbeat: Heartbeat, stop: asyncio.Event
+    ) -> None:
         failures = 0
         while True:
             try:

@@ -1,0 +1,523 @@
+"""Batches: one evidenced decision over many tasks, sent exactly once per task (docs/bulk.md).
+
+A batch moves through the same three steps as one task's decision:
+
+- **select and verify** (``batch_create``): the tasks and the revision each was seen at are
+  frozen in ``BatchItem`` rows, each eligible or not, with why not (``INELIGIBLE``);
+- **decide** (``batch_decide``): one reason and one evidence reference for the batch, and a
+  review's outcome and result (one for all, or a template filled in with each task's fields)
+  or a retry's budget;
+- **confirm** (``batch_submit``): the count typed back. Under the approval policy the batch is
+  one proposal (``batch_approve``, four eyes, never by its author); otherwise it starts at once.
+
+Starting stores one durable submission per eligible task — its own idempotency key, its pinned
+revision, its exact body — in one transaction, before anything is sent. The worker
+(``decisions/batchworker.py``) sends them.
+"""
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Count, QuerySet
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from orbit_console.client import RetryTaskRequest, ReviewTaskRequest, Task
+from orbit_console.decisions.models import (
+    Batch,
+    BatchItem,
+    BatchState,
+    ItemOutcome,
+    Submission,
+    SubmissionState,
+)
+from orbit_console.decisions.proposals import APPROVALS_GROUP, APPROVALS_MESSAGE, ProposalRefused
+from orbit_console.decisions.submissions import record_event, submission_create
+from orbit_console.lib import strictjson
+from orbit_console.lib.live import publish_on_commit
+from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
+from orbit_console.lib.rfc3339 import format_utc, parse_utc
+from orbit_console.people.person import SUPERVISOR
+
+BATCH_MESSAGE = "batch.progress"
+
+# Why a task cannot be part of a batch's decision (RV1, RV2, RT1, RT6). The API checks
+# everything again when each item is sent.
+INELIGIBLE = {
+    "not_found": gettext_lazy("Not found (or no longer yours to read)"),
+    "state": gettext_lazy("Wrong state for this action"),
+    "effect_uncertain": gettext_lazy("Effect uncertain: review it, do not retry it"),
+    "owned": gettext_lazy("Owned by a workflow or plan"),
+    "gated": gettext_lazy("Held by a gate"),
+    "successor": gettext_lazy("A retry successor exists"),
+    "executing": gettext_lazy("Still leased, running or holding a permit"),
+}
+
+# The task fields a review's result template may name: "{{business_key}}" in any string.
+TEMPLATE_FIELDS = ("id", "queue_id", "handler", "business_key", "revision")
+
+
+def batch_group(batch_id: str) -> str:
+    return f"batch.{batch_id}"
+
+
+def ineligibility(task: Task, action: str) -> str:
+    """Why ``task`` cannot take ``action`` now (a key of ``INELIGIBLE``), or "" if it can."""
+    executing = task.leased or task.active_attempt or task.unreleased_permit
+    if action == "review":
+        if task.state != "NEEDS_REVIEW":
+            return "state"
+        if task.owner_kind == "WORKFLOW":
+            return "owned"
+        if task.gated:
+            return "gated"
+        return "executing" if executing else ""
+    if task.state not in ("FAILED", "CANCELLED"):
+        return "state"
+    if task.owner_kind in ("WORKFLOW", "PLAN"):
+        return "owned"
+    if task.gated:
+        return "gated"
+    if task.effect_uncertain:
+        return "effect_uncertain"
+    if task.retry_successor_id:
+        return "successor"
+    return "executing" if executing else ""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A task of the selection as the verify step read it (``task`` None: the API said 404)."""
+
+    task_id: str
+    task: Task | None
+
+
+def batch_create(
+    *, action: str, created_by: User, namespace_id: str, selection: dict[str, Any], seen: list[Seen]
+) -> Batch:
+    """Freeze a selection: every task with the revision it was seen at and whether it is
+    eligible. Refuses more than ``CONSOLE_BATCH_MAX_TASKS`` tasks and an empty selection."""
+    limit = settings.CONSOLE_BATCH_MAX_TASKS
+    if not seen:
+        raise ProposalRefused(_("Nothing is selected."))
+    if len(seen) > limit:
+        raise ProposalRefused(
+            _("A batch holds at most %(limit)s tasks; this selection has more.") % {"limit": limit}
+        )
+    timeouts = [s.task.retry.attempt_timeout_ms for s in seen if s.task and s.task.retry]
+    now = timezone.now()
+    with transaction.atomic():
+        batch = Batch.objects.create(
+            action=action,
+            namespace_id=namespace_id,
+            selection=json.dumps(
+                {**selection, "max_attempt_timeout_ms": max(timeouts, default=1)}, sort_keys=True
+            ),
+            created_by=created_by,
+            created_at=now,
+        )
+        BatchItem.objects.bulk_create(
+            [_item(batch, entry, action) for entry in seen], batch_size=500
+        )
+        record_event("batch.selected", batch=batch, actor=created_by, now=now)
+    return batch
+
+
+def _item(batch: Batch, entry: Seen, action: str) -> BatchItem:
+    task = entry.task
+    if task is None:
+        return BatchItem(batch=batch, task_id=entry.task_id, seen_state="", ineligible="not_found")
+    reason = ineligibility(task, action)
+    return BatchItem(
+        batch=batch,
+        task_id=task.id,
+        queue_id=task.queue_id,
+        handler=task.handler,
+        business_key=task.business_key or "",
+        seen_state=task.state,
+        seen_revision=task.revision,
+        ineligible=reason,
+        outcome=ItemOutcome.SKIPPED if reason else "",
+    )
+
+
+def breakdown(batch: Batch) -> tuple[int, list[tuple[str, str, int]]]:
+    """The eligible count, and (reason, label, count) for the others, largest first."""
+    counts = dict(
+        batch.items.values_list("ineligible").annotate(n=Count("id")).values_list("ineligible", "n")
+    )
+    eligible = counts.pop("", 0)
+    others = sorted(
+        ((key, str(INELIGIBLE.get(key, key)), n) for key, n in counts.items()),
+        key=lambda row: -row[2],
+    )
+    return eligible, others
+
+
+def eligible_items(batch: Batch) -> QuerySet[BatchItem]:
+    return batch.items.filter(ineligible="").order_by("id")
+
+
+# --- The decision -------------------------------------------------------------------------------
+
+
+def batch_decide(batch: Batch, *, person: User, decision: dict[str, Any]) -> Batch:
+    """Keep the decide step's cleaned fields (a draft only; the confirm step follows)."""
+    with transaction.atomic():
+        locked = _locked(batch.id)
+        _require_author(locked, person)
+        _require(locked, BatchState.DRAFT)
+        locked.decision = json.dumps(decision, sort_keys=True)
+        locked.save(update_fields=["decision"])
+    return locked
+
+
+def decision_fields(
+    action: str, cleaned: dict[str, Any], *, template: bool = False
+) -> dict[str, Any]:
+    """The decide form's cleaned data as the batch keeps it (JSON-safe; a result as exact JSON
+    text, times as RFC 3339)."""
+    fields: dict[str, Any] = {"reason": cleaned["reason"], "evidence_ref": cleaned["evidence_ref"]}
+    if action == "review":
+        fields |= {
+            "outcome": cleaned["outcome"],
+            "result": strictjson.dumps(cleaned["result"]),
+            "template": template,
+        }
+    else:
+        fields["task_timeout_ms"] = cleaned["task_timeout_ms"]
+        for name in ("available_at", "start_deadline_at"):
+            value = cleaned.get(f"{name}_utc")
+            fields[name] = format_utc(value) if value else None
+    return fields
+
+
+def item_body(batch: Batch, item: BatchItem) -> str:
+    """The exact request body the batch sends for ``item``, pinned to its seen revision."""
+    decided = batch.decided
+    if batch.action == "review":
+        result = strictjson.loads(decided["result"])
+        if decided.get("template"):
+            result = _filled(result, item)
+        request = ReviewTaskRequest(
+            expected_revision=item.seen_revision,
+            reason=decided["reason"],
+            evidence_ref=decided["evidence_ref"],
+            outcome=decided["outcome"],
+            result=result,
+        )
+        pretty = request.to_json(indent=2)
+        return request.to_json() if len(pretty.encode()) > MAX_RESULT_BYTES else pretty
+    available_at, start_deadline_at = (
+        parse_utc(decided[name]) if decided.get(name) else None
+        for name in ("available_at", "start_deadline_at")
+    )
+    return RetryTaskRequest(
+        expected_revision=item.seen_revision,
+        reason=decided["reason"],
+        evidence_ref=decided["evidence_ref"],
+        task_timeout_ms=decided["task_timeout_ms"],
+        available_at=available_at,
+        start_deadline_at=start_deadline_at,
+    ).to_json(indent=2)
+
+
+def _filled(value: Any, item: BatchItem) -> Any:
+    """``value`` with "{{field}}" in its strings replaced by the item's task field."""
+    if isinstance(value, str):
+        fields = {
+            "id": item.task_id,
+            "queue_id": item.queue_id,
+            "handler": item.handler,
+            "business_key": item.business_key,
+            "revision": item.seen_revision,
+        }
+        for name, text in fields.items():
+            value = value.replace("{{" + name + "}}", text)
+        return value
+    if isinstance(value, list):
+        return [_filled(v, item) for v in value]
+    if isinstance(value, dict):
+        return {k: _filled(v, item) for k, v in value.items()}
+    return value
+
+
+# --- Confirm, approve, reject --------------------------------------------------------------------
+
+
+def approval_required(action: str) -> bool:
+    return bool(settings.CONSOLE_APPROVAL_POLICY[action]["required"])
+
+
+def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
+    """The confirm step: the count typed back must be the eligible count. Under the approval
+    policy the batch becomes one proposal; otherwise it starts, sent as its author."""
+    with transaction.atomic():
+        locked = _locked(batch.id)
+        _require_author(locked, person)
+        _require(locked, BatchState.DRAFT)
+        if not locked.decision:
+            raise ProposalRefused(_("Decide first."))
+        eligible = eligible_items(locked).count()
+        if eligible == 0:
+            raise ProposalRefused(_("No task of this batch is eligible."))
+        if typed_count != eligible:
+            raise ProposalRefused(
+                _("Type the number of tasks to be sent: %(count)s.") % {"count": eligible}
+            )
+        now = timezone.now()
+        if approval_required(locked.action):
+            locked.state = BatchState.PROPOSED
+            locked.required_approvals = settings.CONSOLE_APPROVAL_POLICY[locked.action]["approvers"]
+            locked.save(update_fields=["state", "required_approvals"])
+            record_event("batch.proposed", batch=locked, actor=person, now=now)
+            _announce(locked)
+            return locked
+        return _start(locked, sent_as=person, now=now)
+
+
+def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
+    """A supervisor's approval starts the batch, sent as them. Nobody approves their own."""
+    with transaction.atomic():
+        batch = _locked(batch_id)
+        _require(batch, BatchState.PROPOSED)
+        if approver.pk == batch.created_by_id:
+            raise ProposalRefused(_("Nobody approves their own proposal."))
+        if not approver.groups.filter(name=SUPERVISOR).exists():
+            raise ProposalRefused(_("Only a supervisor can approve a proposal."))
+        now = timezone.now()
+        batch.decided_by, batch.decided_at, batch.decision_note = approver, now, note
+        batch.save(update_fields=["decided_by", "decided_at", "decision_note"])
+        record_event("batch.approved", batch=batch, actor=approver, note=note, now=now)
+        _announce(batch)
+        return _start(batch, sent_as=approver, now=now)
+
+
+def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
+    if not reason.strip():
+        raise ProposalRefused(_("Say why the proposal is rejected."))
+    with transaction.atomic():
+        batch = _locked(batch_id)
+        _require(batch, BatchState.PROPOSED)
+        if not supervisor.groups.filter(name=SUPERVISOR).exists():
+            raise ProposalRefused(_("Only a supervisor can reject a proposal."))
+        now = timezone.now()
+        batch.state = BatchState.REJECTED
+        batch.decided_by, batch.decided_at, batch.decision_note = supervisor, now, reason
+        batch.finished_at = now
+        batch.save(
+            update_fields=["state", "decided_by", "decided_at", "decision_note", "finished_at"]
+        )
+        record_event("batch.rejected", batch=batch, actor=supervisor, note=reason, now=now)
+        _announce(batch)
+        return batch
+
+
+def _start(batch: Batch, *, sent_as: User, now: Any) -> Batch:
+    """Store one submission per eligible item, due now, in this transaction: nothing is sent
+    before every one of them is stored. A task whose revision already has a decision (made
+    elsewhere meanwhile) is not decided twice: its item ends as ``taken``."""
+    for item in eligible_items(batch):
+        created = submission_create(
+            action=batch.action,
+            task_id=item.task_id,
+            queue_id=item.queue_id,
+            namespace_id=batch.namespace_id,
+            expected_revision=item.seen_revision,
+            body=item_body(batch, item),
+            created_by=batch.created_by,
+            sent_as=sent_as,
+            batch=batch,
+        )
+        if created.created:
+            item.submission = created.submission
+            item.save(update_fields=["submission"])
+        else:
+            _settle_item(item, ItemOutcome.TAKEN, "", now)
+    Submission.objects.filter(batch_item__batch=batch).update(next_attempt_at=now)
+    batch.state = BatchState.RUNNING
+    batch.sent_as = sent_as
+    batch.started_at = now
+    batch.save(update_fields=["state", "sent_as", "started_at"])
+    record_event("batch.started", batch=batch, actor=sent_as, now=now)
+    publish_progress(batch.id)
+    return batch
+
+
+# --- Pause, resume, cancel ----------------------------------------------------------------------
+
+
+def batch_pause(*, batch_id: str, person: User) -> Batch:
+    return _move(batch_id, person, BatchState.RUNNING, BatchState.PAUSED, "batch.paused")
+
+
+def batch_resume(*, batch_id: str, person: User) -> Batch:
+    return _move(batch_id, person, BatchState.PAUSED, BatchState.RUNNING, "batch.resumed")
+
+
+def batch_cancel(*, batch_id: str, person: User) -> Batch:
+    """Stop what is not yet sent: those submissions are closed as cancelled (their decision
+    slots freed); what was sent is still followed to its answer."""
+    with transaction.atomic():
+        batch = _locked(batch_id)
+        _may_steer(batch, person)
+        _require(batch, BatchState.RUNNING, BatchState.PAUSED)
+        now = timezone.now()
+        unsent = Submission.objects.select_for_update().filter(
+            batch_item__batch=batch, state=SubmissionState.PENDING, send_count=0
+        )
+        ids = list(unsent.values_list("id", flat=True))
+        Submission.objects.filter(id__in=ids).update(
+            state=SubmissionState.CANCELLED,
+            decision_slot=None,
+            next_attempt_at=None,
+            resolved_at=now,
+        )
+        BatchItem.objects.filter(submission_id__in=ids).update(
+            outcome=ItemOutcome.CANCELLED, settled_at=now
+        )
+        batch.state = BatchState.CANCELLED
+        batch.save(update_fields=["state"])
+        record_event(
+            "batch.cancelled", batch=batch, actor=person, note=f"{len(ids)} not sent", now=now
+        )
+        finish_if_done(batch, now)
+        publish_progress(batch.id)
+        return batch
+
+
+def _move(batch_id: str, person: User, source: str, target: str, kind: str) -> Batch:
+    with transaction.atomic():
+        batch = _locked(batch_id)
+        _may_steer(batch, person)
+        _require(batch, source)
+        batch.state = target
+        batch.save(update_fields=["state"])
+        record_event(kind, batch=batch, actor=person)
+        publish_progress(batch.id)
+        return batch
+
+
+def _may_steer(batch: Batch, person: User) -> None:
+    """The batch's author, the supervisor who sent it, or any supervisor steers it."""
+    if person.pk in (batch.created_by_id, batch.sent_as_id):
+        return
+    if not person.groups.filter(name=SUPERVISOR).exists():
+        raise ProposalRefused(_("Only its author or a supervisor can pause or cancel a batch."))
+
+
+# --- Outcomes ------------------------------------------------------------------------------------
+
+
+def _settle_item(item: BatchItem, outcome: str, error_code: str, now: Any) -> None:
+    item.outcome, item.error_code, item.settled_at = outcome, error_code, now
+    item.save(update_fields=["outcome", "error_code", "settled_at"])
+
+
+def settle(item: BatchItem, submission: Submission, *, revision_moved: bool) -> bool:
+    """Record what a definite answer means for the item; ``False`` while it has none."""
+    now = timezone.now()
+    if submission.state == SubmissionState.SUCCEEDED:
+        outcome = ItemOutcome.DEDUPLICATED if submission.deduplicated else ItemOutcome.APPLIED
+    elif submission.state == SubmissionState.REJECTED:
+        outcome = ItemOutcome.CHANGED if revision_moved else ItemOutcome.REFUSED
+    elif submission.state == SubmissionState.CANCELLED:
+        outcome = ItemOutcome.CANCELLED
+    elif submission.next_attempt_at is None:  # open, and the reconcile deadline passed
+        outcome = ItemOutcome.FAILED
+    else:
+        return False
+    _settle_item(item, outcome, submission.error_code, now)
+    return True
+
+
+def finish_if_done(batch: Batch, now: Any) -> bool:
+    """A sending batch with every item settled is finished."""
+    if batch.finished_at is not None or not batch.is_sending or batch.state == BatchState.PAUSED:
+        return False
+    if batch.items.filter(outcome="").exists():
+        return False
+    Batch.objects.filter(id=batch.id).update(finished_at=now, state=_final(batch))
+    record_event("batch.finished", batch=batch, actor=None, note=summary_note(batch), now=now)
+    return True
+
+
+def _final(batch: Batch) -> str:
+    return BatchState.CANCELLED if batch.state == BatchState.CANCELLED else BatchState.FINISHED
+
+
+def outcome_counts(batch: Batch) -> dict[str, int]:
+    """Items by outcome ("" for those still on their way)."""
+    rows = batch.items.values_list("outcome").annotate(n=Count("id")).values_list("outcome", "n")
+    return dict(rows)
+
+
+def summary_note(batch: Batch) -> str:
+    counts = outcome_counts(batch)
+    return ", ".join(f"{key} {counts[key]}" for key in ItemOutcome.values if counts.get(key))
+
+
+@dataclass(frozen=True)
+class Progress:
+    counts: dict[str, int]
+    total: int
+    done: int
+    rate: float | None  # settled items per second since the start
+    left: timedelta | None
+
+
+def progress(batch: Batch) -> Progress:
+    counts = outcome_counts(batch)
+    total = sum(counts.values())
+    done = total - counts.get("", 0)
+    skipped = counts.get(ItemOutcome.SKIPPED, 0)
+    rate = left = None
+    if batch.started_at is not None:
+        end = batch.finished_at or timezone.now()
+        elapsed = max((end - batch.started_at).total_seconds(), 0.001)
+        sent = done - skipped
+        rate = sent / elapsed
+        waiting = counts.get("", 0)
+        if waiting and rate > 0:
+            left = timedelta(seconds=waiting / rate)
+    return Progress(counts=counts, total=total, done=done, rate=rate, left=left)
+
+
+def publish_progress(batch_id: str) -> None:
+    publish_on_commit(batch_group(batch_id), {"type": BATCH_MESSAGE, "batch_id": batch_id})
+
+
+def _announce(batch: Batch) -> None:
+    """The supervisors' approvals queue lists pending batches too."""
+    publish_on_commit(
+        APPROVALS_GROUP, {"type": APPROVALS_MESSAGE, "batch_id": batch.id, "state": batch.state}
+    )
+
+
+def _locked(batch_id: str) -> Batch:
+    return Batch.objects.select_for_update().get(id=batch_id)
+
+
+def _require(batch: Batch, *states: str) -> None:
+    if batch.state not in states:
+        raise ProposalRefused(
+            _("This batch is %(state)s: that step is not open.")
+            % {"state": batch.get_state_display()}
+        )
+
+
+def _require_author(batch: Batch, person: User) -> None:
+    if person.pk != batch.created_by_id:
+        raise ProposalRefused(_("Only the person who selected this batch can decide it."))
+
+
+def visible_batches(namespaces: Iterable[str]) -> QuerySet[Batch]:
+    return Batch.objects.filter(namespace_id__in=[*namespaces, ""])

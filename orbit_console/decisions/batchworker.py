@@ -1,0 +1,207 @@
+"""The batch worker: sends the stored submissions of running batches (docs/bulk.md).
+
+Runs in the reconciler's process (``manage.py reconcile``), beside its passes. Exactly once per
+task comes from the submissions: each was stored with its own idempotency key and pinned
+revision before anything was sent, so a send repeated after a crash is the identical request
+and the API answers it with the first receipt (C7, C9).
+
+- **Claims.** Before sending an item the worker moves its next attempt
+  ``CONSOLE_BATCH_CLAIM_SECONDS`` ahead with a conditional update: a second worker, or the next
+  round of this one, does not send it meanwhile. A worker killed mid-send leaves the claim to
+  run out; the item is then sent again, identically.
+- **Bounded.** At most ``CONSOLE_BATCH_CONCURRENCY`` sends at once, started no faster than
+  ``CONSOLE_BATCH_RATE`` per second.
+- **Backpressure.** A 429 (``QUEUE_FULL``, ``APPLICATION_FULL``) holds the whole batch for the
+  API's ``retry_after_ms`` (RT7); the item itself is due again then.
+- **Never re-pinned.** A 409 ``STATE_CONFLICT`` on a task whose revision moved since it was
+  selected ends the item as "changed since selected" (I6); it is never sent with a new revision.
+- **Paused, cancelled.** A paused batch sends nothing; a cancelled one only follows what was
+  already sent to its answer.
+"""
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from orbit_console.client import OrbitError, OutcomeUnknown
+from orbit_console.decisions.batches import finish_if_done, publish_progress, settle
+from orbit_console.decisions.models import (
+    OPEN_STATES,
+    Batch,
+    BatchItem,
+    BatchState,
+    Submission,
+    SubmissionState,
+)
+from orbit_console.decisions.submissions import sending_credential, submission_send
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import orbit_client
+
+logger = logging.getLogger("orbit.console.batches")
+
+# A round takes at most this many items of one batch; the worker comes back for more.
+ROUND = 200
+# Progress is announced at most this often per batch while items land (and always at the end).
+PROGRESS_EVERY = 0.25
+
+
+class _Pace:
+    """Starts no more than ``rate`` sends per second."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1 / rate if rate > 0 else 0.0
+        self.next = time.monotonic()
+        self.lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        async with self.lock:
+            now = time.monotonic()
+            if self.next > now:
+                await asyncio.sleep(self.next - now)
+            self.next = max(now, self.next) + self.interval
+
+
+def _sending_batches(now: object) -> list[Batch]:
+    hold = Q(hold_until__isnull=True) | Q(hold_until__lte=now)
+    return list(
+        Batch.objects.filter(hold, state__in=[BatchState.RUNNING, BatchState.CANCELLED])
+        .filter(finished_at__isnull=True)
+        .order_by("started_at")
+    )
+
+
+def _due_items(batch: Batch, now: object) -> list[BatchItem]:
+    due = BatchItem.objects.filter(
+        batch=batch,
+        submission__state__in=OPEN_STATES,
+        submission__next_attempt_at__lte=now,
+        submission__reconcile_deadline__gt=now,
+    )
+    if batch.state == BatchState.CANCELLED:
+        due = due.filter(submission__send_count__gt=0)
+    return list(due.select_related("submission").order_by("id")[:ROUND])
+
+
+def _claim(submission_id: str, now: object) -> bool:
+    until = timezone.now() + timedelta(seconds=settings.CONSOLE_BATCH_CLAIM_SECONDS)
+    claimed = Submission.objects.filter(
+        id=submission_id, state__in=OPEN_STATES, next_attempt_at__lte=now
+    ).update(next_attempt_at=until)
+    return claimed == 1
+
+
+def _still_sending(batch_id: str) -> bool:
+    return Batch.objects.filter(id=batch_id, state=BatchState.RUNNING).exists()
+
+
+def _hold(batch_id: str, until: object) -> None:
+    Batch.objects.filter(id=batch_id).update(hold_until=until)
+
+
+def _settle(item_id: int, submission: Submission, revision_moved: bool) -> None:
+    with transaction.atomic():
+        item = BatchItem.objects.select_for_update().get(id=item_id)
+        if item.outcome:
+            return
+        if settle(item, submission, revision_moved=revision_moved):
+            finish_if_done(Batch.objects.get(id=item.batch_id), timezone.now())
+
+
+def _finish(batch_id: str) -> None:
+    """Settle items whose submission ended without the worker (deadline passed) and finish."""
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().get(id=batch_id)
+        stuck = BatchItem.objects.filter(
+            batch=batch, outcome="", submission__state__in=OPEN_STATES
+        ).filter(submission__next_attempt_at__isnull=True)
+        for item in stuck.select_related("submission"):
+            settle(item, item.submission, revision_moved=False)  # type: ignore[arg-type]
+        closed = BatchItem.objects.filter(batch=batch, outcome="").exclude(
+            submission__state__in=OPEN_STATES
+        )
+        for item in closed.select_related("submission"):
+            settle(item, item.submission, revision_moved=False)  # type: ignore[arg-type]
+        finish_if_done(batch, timezone.now())
+        publish_progress(batch_id)
+
+
+async def _revision_moved(submission: Submission) -> bool:
+    """After a 409: has the task moved past the revision the batch pinned? Read with the
+    sender's credential; when the API cannot tell, the item is a plain refusal."""
+    held = [c async for c in OrbitCredential.objects.filter(user_id=submission.sent_as_id)]
+    credential = sending_credential(submission, held)
+    if credential is None:
+        return False
+    try:
+        async with orbit_client(credential) as orbit:
+            task = await orbit.get_task(submission.task_id)
+    except OrbitError as error:
+        return error.status == 404
+    except OutcomeUnknown:
+        return False
+    return task.revision != submission.expected_revision
+
+
+async def work_batch(batch: Batch) -> int:
+    """One round of one batch: send its due items, bounded. Returns how many were sent."""
+    now = timezone.now()
+    items = await sync_to_async(_due_items)(batch, now)
+    if not items:
+        await sync_to_async(_finish)(batch.id)
+        return 0
+    gate = asyncio.Semaphore(settings.CONSOLE_BATCH_CONCURRENCY)
+    pace = _Pace(settings.CONSOLE_BATCH_RATE)
+    held = asyncio.Event()
+    announced = [0.0]
+    sent = 0
+
+    async def send(item: BatchItem) -> None:
+        nonlocal sent
+        async with gate:
+            if held.is_set():
+                return
+            await pace.wait()
+            if batch.state == BatchState.RUNNING and not await sync_to_async(_still_sending)(
+                batch.id
+            ):
+                held.set()  # paused or cancelled meanwhile: its unsent items stay unsent
+                return
+            if not await sync_to_async(_claim)(str(item.submission_id), now):
+                return
+            submission = await submission_send(item.submission, actor=None)  # type: ignore[arg-type]
+            sent += 1
+            if submission.state == SubmissionState.RETRY_LATER:
+                held.set()
+                await sync_to_async(_hold)(batch.id, submission.next_attempt_at)
+                return
+            moved = (
+                submission.state == SubmissionState.REJECTED
+                and submission.error_code == "STATE_CONFLICT"
+                and await _revision_moved(submission)
+            )
+            await sync_to_async(_settle)(item.id, submission, moved)
+            if time.monotonic() - announced[0] >= PROGRESS_EVERY:
+                announced[0] = time.monotonic()
+                await sync_to_async(publish_progress)(batch.id)
+
+    await asyncio.gather(*(send(item) for item in items))
+    await sync_to_async(publish_progress)(batch.id)
+    return sent
+
+
+async def work_batches() -> int:
+    """One round over every sending batch. Returns how many items were sent."""
+    sent = 0
+    for batch in await sync_to_async(_sending_batches)(timezone.now()):
+        try:
+            sent += await work_batch(batch)
+        except Exception:
+            logger.exception("batch %s: a round failed", batch.id)
+    return sent

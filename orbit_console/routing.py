@@ -3,11 +3,16 @@ session authentication)."""
 
 from django.urls import path
 
-from orbit_console.console.consumers import ApprovalsConsumer, QueueRowsConsumer
+from orbit_console.console.consumers import (
+    ApprovalsConsumer,
+    BatchProgressConsumer,
+    QueueRowsConsumer,
+)
 from orbit_console.timeline.consumers import TaskTimelineConsumer
 
 websocket_urlpatterns = [
     path("ws/tasks/<str:task_id>/timeline", TaskTimelineConsumer.as_asgi()),
     path("ws/approvals", ApprovalsConsumer.as_asgi()),
     path("ws/queue", QueueRowsConsumer.as_asgi()),
+    path("ws/batches/<str:batch_id>", BatchProgressConsumer.as_asgi()),
 ]

@@ -3,12 +3,15 @@
 - The supervisors' approvals queue, ``/ws/approvals``: new proposals appear and decided ones
   disappear without a reload. Only supervisors connect; the role is re-read from the database
   on every push, so a person who loses it stops receiving.
+- A batch's progress, ``/ws/batches/<id>``: counts, rate and latest items as they land.
 - The work queue's rows, ``/ws/queue?rows=<token>``: a row whose task moves (reviewed,
   retried, settled) says so at once. The page names its rows in a signed token (``rows_token``:
   the tasks the API listed to this person); the socket follows those tasks' groups, and every
   push is checked against the API first (``console/access.py``), as a page load would be.
 """
 
+import asyncio
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -21,7 +24,8 @@ from django.utils import timezone, translation
 
 from orbit_console.client import OutcomeUnknown
 from orbit_console.console.middleware import reader_of
-from orbit_console.decisions.models import Proposal
+from orbit_console.decisions.batches import batch_group, visible_batches
+from orbit_console.decisions.models import Batch, BatchState, Proposal
 from orbit_console.decisions.proposals import APPROVALS_GROUP, visible_proposals
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
@@ -33,6 +37,8 @@ from orbit_console.lib.live import (
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.people.access import can_read_task
 from orbit_console.people.person import SUPERVISOR, Person, load_person
+
+logger = logging.getLogger("orbit.console.live")
 
 
 class ApprovalsConsumer(AsyncWebsocketConsumer):
@@ -75,6 +81,8 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         return person, proposals.filter(id=proposal_id).first()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
+        if "proposal_id" not in message:
+            return  # a batch's proposal: the approvals page lists it on its next load
         person, proposal = await self._push(message["proposal_id"])
         if person is None:
             await self.close(code=CLOSE_FORBIDDEN)
@@ -183,3 +191,87 @@ class QueueRowsConsumer(AsyncWebsocketConsumer):
 
     async def console_event(self, message: dict[str, Any]) -> None:
         """The console's own events change no task; the platform's entry of a decision does."""
+
+
+# --- A batch's progress -------------------------------------------------------------------------
+
+BATCH_LOOK_SECONDS = 1.0
+
+
+class BatchProgressConsumer(AsyncWebsocketConsumer):
+    """``/ws/batches/<id>``: the batch page's counts, rate, time left and latest items, pushed
+    as the worker settles them (docs/bulk.md). The current state is sent on connecting, so a
+    page that reconnects after a drop catches up at once.
+
+    The worker runs in another process (``manage.py reconcile``): its pushes reach this one
+    through a shared channel layer (Redis). With the in-process layer (the demo) they cannot,
+    so while the batch is sending the socket also looks every ``BATCH_LOOK_SECONDS`` and sends
+    what changed."""
+
+    look: "asyncio.Task[None] | None" = None
+    last = ""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.batch_id = self.scope["url_route"]["kwargs"]["batch_id"]
+        person = await database_sync_to_async(load_person)(user)
+        if person is None or not is_id(self.batch_id) or not await self._visible(person):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.language, self.zone = reader_of(self.scope)
+        if not await join_or_close(self, batch_group(self.batch_id)):
+            return
+        self.joined = True
+        await self.accept()
+        WEBSOCKETS_OPEN.labels(consumer="batch").inc()
+        self.counted = True
+        await self.batch_progress({})
+        self.look = asyncio.create_task(self._look())
+
+    async def _look(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(BATCH_LOOK_SECONDS)
+                if not await self._send_changed():
+                    return
+        except Exception:
+            logger.exception("batch %s: the progress socket stopped looking", self.batch_id)
+
+    async def disconnect(self, code: int) -> None:
+        if self.look is not None:
+            self.look.cancel()
+        if getattr(self, "counted", False):
+            WEBSOCKETS_OPEN.labels(consumer="batch").dec()
+            self.counted = False
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(batch_group(self.batch_id), self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page only listens."""
+
+    @database_sync_to_async
+    def _visible(self, person: Person) -> bool:
+        return visible_batches(person.namespaces).filter(id=self.batch_id).exists()
+
+    @database_sync_to_async
+    def _render(self) -> tuple[str, bool]:
+        """The progress fragment, and whether the batch is still on its way."""
+        from orbit_console.console.views.batches import progress_context
+
+        batch = Batch.objects.get(id=self.batch_id)
+        with translation.override(self.language), timezone.override(self.zone):
+            html = render_to_string("console/partials/batch_progress.html", progress_context(batch))
+        return html, batch.finished_at is None and batch.state != BatchState.REJECTED
+
+    async def _send_changed(self) -> bool:
+        html, going = await self._render()
+        if html != self.last:
+            self.last = html
+            await self.send(text_data=html)
+        return going
+
+    async def batch_progress(self, message: dict[str, Any]) -> None:
+        await self._send_changed()

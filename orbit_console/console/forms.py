@@ -44,6 +44,29 @@ class WorkQueueFilters(forms.Form):
     )
     handler = forms.CharField(label=_("Handler"), required=False, max_length=200)
     business_key = forms.CharField(label=_("Business key"), required=False, max_length=512)
+    business_key_prefix = forms.CharField(
+        label=_("Business key starts with"), required=False, max_length=255
+    )
+    error = forms.CharField(label=_("Error text"), required=False, max_length=200)
+    updated_after = forms.DateTimeField(
+        label=_("Updated from"),
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    updated_before = forms.DateTimeField(
+        label=_("Updated before"),
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("business_key") and cleaned.get("business_key_prefix"):
+            self.add_error("business_key_prefix", _("Give a business key or its start, not both."))
+        after, before = cleaned.get("updated_after"), cleaned.get("updated_before")
+        if after and before and after >= before:
+            self.add_error("updated_before", _("This must be later than “Updated from”."))
+        return cleaned
 
     def __init__(
         self, *args: Any, namespaces: Sequence[tuple[str, str]] = (), **kwargs: Any

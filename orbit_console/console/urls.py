@@ -1,6 +1,14 @@
 from django.urls import path
 
-from orbit_console.console.views import approvals, audit, queue, submissions, tasks, wizards
+from orbit_console.console.views import (
+    approvals,
+    audit,
+    batches,
+    queue,
+    submissions,
+    tasks,
+    wizards,
+)
 
 app_name = "console"
 
@@ -38,4 +46,15 @@ urlpatterns = [
         approvals.proposal_withdraw_view,
         name="proposal_withdraw",
     ),
+    path("batches", batches.batch_list, name="batches"),
+    path("batches/new", batches.batch_new, name="batch_new"),
+    path("batches/<str:batch_id>", batches.batch_detail, name="batch"),
+    path("batches/<str:batch_id>/decide", batches.batch_decide_view, name="batch_decide"),
+    path("batches/<str:batch_id>/confirm", batches.batch_confirm_view, name="batch_confirm"),
+    path("batches/<str:batch_id>/approve", batches.batch_approve, name="batch_approve"),
+    path("batches/<str:batch_id>/reject", batches.batch_reject, name="batch_reject"),
+    path("batches/<str:batch_id>/pause", batches.batch_pause, name="batch_pause"),
+    path("batches/<str:batch_id>/resume", batches.batch_resume, name="batch_resume"),
+    path("batches/<str:batch_id>/cancel", batches.batch_cancel, name="batch_cancel"),
+    path("batches/<str:batch_id>/outcomes.<str:fmt>", batches.batch_export, name="batch_export"),
 ]

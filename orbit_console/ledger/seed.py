@@ -138,8 +138,8 @@ def seed_world(*, label: str = "seed") -> dict[str, Any]:
 
 @transaction.atomic
 def demo_world(*, label: str) -> str:
-    """The demo's world: everything ``seed_world`` makes, plus tasks of other handlers and a
-    plan's task, so that the console has something realistic to show."""
+    """The demo's world: everything ``seed_world`` makes, plus tasks of other handlers, a
+    plan's task and an incident's 40, so that the console has something realistic to show."""
     from orbit_console.ledger.lifecycle import task_accept_for_plan
     from orbit_console.ledger.models import Queue
 
@@ -192,6 +192,14 @@ def demo_world(*, label: str) -> str:
         business_key="cleanup:tmp:2026-11-28",
     )
     run(planned, AttemptOutcome.UNKNOWN, error="timeout after 10 s")
+    # An incident: a broker outage parked these at once (for a batch, docs/bulk.md).
+    seed_incident(
+        namespace_id=namespace_id,
+        queue_id=queue.id,
+        count=40,
+        label="order-sync",
+        error="broker outage: channel closed before the ack",
+    )
     return namespace_id
 
 

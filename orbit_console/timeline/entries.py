@@ -36,6 +36,7 @@ class Entry:
     note: str = ""
     submission_id: str = ""
     proposal_id: str = ""
+    batch_id: str = ""  # the batch the decision is part of (docs/bulk.md)
     changes: list[tuple[str, str, str]] = field(default_factory=list)  # (what, before, after)
     new_task_id: str = ""
     source_task_id: str = ""
@@ -141,6 +142,7 @@ def from_event(event: ConsoleEvent | dict[str, Any]) -> Entry:
         note=data.get("note") or "",
         submission_id=data.get("submission_id") or "",
         proposal_id=data.get("proposal_id") or "",
+        batch_id=data.get("batch_id") or "",
     )
 
 

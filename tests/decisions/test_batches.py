@@ -21,7 +21,8 @@ from orbit_console.decisions.models import (
     SubmissionState,
 )
 from orbit_console.decisions.proposals import ProposalRefused
-from orbit_console.ledger.models import OperationAudit, Task as LedgerTask
+from orbit_console.ledger.models import OperationAudit
+from orbit_console.ledger.models import Task as LedgerTask
 from orbit_console.ledger.seed import seed_incident
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client

@@ -1,12 +1,13 @@
 """Template helpers of the console: times, exact JSON, ids."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
 
 from orbit_console.lib import notes, strictjson
 from orbit_console.lib.rfc3339 import format_utc
@@ -53,3 +54,15 @@ def shown_note(note: str) -> str:
     """A note of the console's record in the reader's language when the system wrote it
     (lib/notes.py); a person's note as they wrote it."""
     return notes.shown(note)
+
+
+@register.filter
+def seconds(value: timedelta | None) -> str:
+    """A duration for people: "2 min 5 s", "40 s"."""
+    if value is None:
+        return ""
+    total = max(0, round(value.total_seconds()))
+    minutes, rest = divmod(total, 60)
+    if minutes:
+        return _("%(m)s min %(s)s s") % {"m": minutes, "s": rest}
+    return _("%(s)s s") % {"s": rest}

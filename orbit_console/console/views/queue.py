@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -13,6 +14,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from orbit_console.client import Page, TaskSummary
+from orbit_console.console.availability import recovery_mode
 from orbit_console.console.consumers import rows_token
 from orbit_console.console.forms import WorkQueueFilters
 from orbit_console.console.views.common import NoCredentialError, arender, console_view
@@ -77,6 +79,10 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
                     queue_id=values.get("queue_id") or None,
                     handler=values.get("handler") or None,
                     business_key=values.get("business_key") or None,
+                    business_key_prefix=values.get("business_key_prefix") or None,
+                    error=values.get("error") or None,
+                    updated_after=values.get("updated_after"),
+                    updated_before=values.get("updated_before"),
                     limit=PAGE_SIZE,
                     cursor=request.GET.get(f"cursor_{key}") or None,
                 )
@@ -104,6 +110,9 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
         "own_proposals": own_proposals,
         # The rows' socket follows these tasks (console/consumers.QueueRowsConsumer).
         "rows_token": rows_token(person.user.pk, shown) if shown else "",
+        # Batches (docs/bulk.md): which actions the selection bar offers this person.
+        "batch_actions": [a for a in ("review", "retry") if recovery_mode(person, a)],
+        "max_tasks": settings.CONSOLE_BATCH_MAX_TASKS,
     }
     template = "console/work_queue.html#results" if request.htmx else "console/work_queue.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)

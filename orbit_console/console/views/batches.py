@@ -1,0 +1,406 @@
+"""Batches (docs/bulk.md): select from the work queue, verify, decide, confirm; approve; watch
+the progress live; export the outcomes. The rules live in ``decisions/batches.py``; these views
+read the tasks as the person (the API's scope and permissions apply) and show the steps."""
+
+import asyncio
+import csv
+import io
+import itertools
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
+from django.http.response import HttpResponseBase
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from orbit_console.client import OrbitClient, OrbitError
+from orbit_console.console import forms as wizard_forms
+from orbit_console.console.availability import recovery_mode
+from orbit_console.console.views.common import NoCredentialError, arender, console_view
+from orbit_console.decisions import batches
+from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
+from orbit_console.decisions.proposals import ProposalRefused
+from orbit_console.lib.ids import is_id
+from orbit_console.people.person import SUPERVISOR, Person, orbit_client
+
+# How many tasks the verify step shows to inspect, and how many the selection reads at once.
+SAMPLE = 10
+READERS = 8
+LIST_PAGE = 100
+DEFAULT_STATES = {"review": ("NEEDS_REVIEW",), "retry": ("FAILED", "CANCELLED")}
+FILTER_NAMES = (
+    "state",
+    "queue_id",
+    "handler",
+    "business_key",
+    "business_key_prefix",
+    "error",
+    "updated_after",
+    "updated_before",
+)
+
+
+def _person(request: HttpRequest) -> Person:
+    person: Person = request.person  # type: ignore[attr-defined]
+    return person
+
+
+async def _matching(orbit: OrbitClient, action: str, values: dict[str, Any]) -> list[str]:
+    """Every task id the filter matches (all pages, not only the one shown), up to one past
+    the limit so that a selection too large is refused rather than cut."""
+    limit = settings.CONSOLE_BATCH_MAX_TASKS
+    states = (values["state"],) if values.get("state") else DEFAULT_STATES[action]
+    filters = {name: values.get(name) or None for name in FILTER_NAMES if name != "state"}
+    found: list[str] = []
+    cursor = None
+    while len(found) <= limit:
+        page = await orbit.list_tasks(states=states, limit=LIST_PAGE, cursor=cursor, **filters)
+        found.extend(task.id for task in page.items)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return found[: limit + 1]
+
+
+async def _read_all(orbit: OrbitClient, task_ids: list[str]) -> list[batches.Seen]:
+    """Each task as it is now (its revision is what the batch pins), a few at a time."""
+    gate = asyncio.Semaphore(READERS)
+
+    async def read(task_id: str) -> batches.Seen:
+        async with gate:
+            try:
+                return batches.Seen(task_id, await orbit.get_task(task_id))
+            except OrbitError as error:
+                if error.status == 404:
+                    return batches.Seen(task_id, None)
+                raise
+
+    return list(await asyncio.gather(*(read(task_id) for task_id in task_ids)))
+
+
+@require_POST
+@console_view
+async def batch_new(request: HttpRequest) -> HttpResponse:
+    """From the work queue: the ticked rows, or every task matching its filter."""
+    person = _person(request)
+    action = request.POST.get("action", "")
+    if action not in DEFAULT_STATES:
+        raise Http404
+    if recovery_mode(person, action) is None:
+        raise PermissionDenied
+    filters = wizard_forms.WorkQueueFilters(
+        request.POST,
+        namespaces=[(c.namespace_id, c.namespace_label) for c in person.credentials],
+    )
+    values = filters.cleaned_data if filters.is_valid() else {}
+    credential = person.credential_in(values.get("namespace") or "") or next(
+        iter(person.credentials), None
+    )
+    if credential is None:
+        raise NoCredentialError
+    everything = request.POST.get("scope") == "all"
+    ticked = [t for t in dict.fromkeys(request.POST.getlist("task")) if is_id(t)]
+    back = reverse("console:work_queue")
+    async with orbit_client(credential) as orbit:
+        task_ids = await _matching(orbit, action, values) if everything else ticked
+        if len(task_ids) > settings.CONSOLE_BATCH_MAX_TASKS:
+            messages.error(
+                request,
+                _("A batch holds at most %(limit)s tasks; narrow the filter.")
+                % {"limit": settings.CONSOLE_BATCH_MAX_TASKS},
+            )
+            return HttpResponseRedirect(back)
+        seen = await _read_all(orbit, task_ids)
+    selection = {name: str(values.get(name) or "") for name in FILTER_NAMES}
+    selection["scope"] = "all matching" if everything else "ticked rows"
+    try:
+        batch = await sync_to_async(batches.batch_create)(
+            action=action,
+            created_by=person.user,
+            namespace_id=credential.namespace_id,
+            selection=selection,
+            seen=seen,
+        )
+    except ProposalRefused as refused:
+        messages.error(request, str(refused))
+        return HttpResponseRedirect(back)
+    return HttpResponseRedirect(reverse("console:batch", args=[batch.id]))
+
+
+def _visible(person: Person, batch_id: str) -> Batch:
+    """The batch, if it is of one of the person's namespaces (else 404, as for a task)."""
+    if not is_id(batch_id):
+        raise Http404
+    batch = (
+        batches.visible_batches(person.namespaces)
+        .select_related("created_by", "decided_by", "sent_as")
+        .filter(id=batch_id)
+        .first()
+    )
+    if batch is None:
+        raise Http404
+    return batch
+
+
+def _decide_form(batch: Batch, request: HttpRequest, data: Any = None) -> Any:
+    if batch.action == "review":
+        return wizard_forms.ReviewDecideForm(data)
+    timeout = json.loads(batch.selection or "{}").get("max_attempt_timeout_ms", 1)
+    return wizard_forms.RetryDecideForm(
+        data,
+        attempt_timeout_ms=timeout,
+        zone=request.zone,  # type: ignore[attr-defined]
+    )
+
+
+def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
+    eligible, others = batches.breakdown(batch)
+    items = batch.items.order_by("id")
+    sample = list(items.filter(ineligible="")[:SAMPLE])
+    left_out = list(items.exclude(ineligible="")[:SAMPLE])
+    example = batches.item_body(batch, sample[0]) if batch.decision and sample else ""
+    is_author = person.user.pk == batch.created_by_id
+    return {
+        "batch": batch,
+        "eligible": eligible,
+        "others": others,
+        "labels": batches.INELIGIBLE,
+        "sample": sample,
+        "left_out": left_out,
+        "example": example,
+        "selection": json.loads(batch.selection or "{}"),
+        "is_author": is_author,
+        "may_approve": batch.state == BatchState.PROPOSED
+        and not is_author
+        and person.has_role(SUPERVISOR),
+        "may_steer": batch.state in (BatchState.RUNNING, BatchState.PAUSED)
+        and (is_author or person.has_role(SUPERVISOR) or person.user.pk == batch.sent_as_id),
+        "max_tasks": settings.CONSOLE_BATCH_MAX_TASKS,
+        "approval_required": batches.approval_required(batch.action),
+        **progress_context(batch),
+    }
+
+
+def progress_context(batch: Batch) -> dict[str, Any]:
+    """What the progress fragment shows (also pushed live by console/consumers.py)."""
+    progress = batches.progress(batch)
+    recent = list(
+        batch.items.exclude(outcome__in=["", ItemOutcome.SKIPPED])
+        .order_by("-settled_at", "-id")
+        .select_related("submission")[:20]
+    )
+    return {
+        "batch": batch,
+        "progress": progress,
+        "outcome_rows": [
+            (key, label, progress.counts.get(key, 0))
+            for key, label in ItemOutcome.choices
+            if progress.counts.get(key)
+        ],
+        "waiting": progress.counts.get("", 0),
+        "recent": recent,
+    }
+
+
+async def _render_page(
+    request: HttpRequest, batch: Batch, *, form: Any = None, status: int = 200
+) -> HttpResponse:
+    person = _person(request)
+    context = await sync_to_async(_page_context)(person, batch)
+    if batch.state == BatchState.DRAFT and person.user.pk == batch.created_by_id:
+        context["form"] = form or _decide_form(batch, request, _initial(batch))
+    return await arender(request, "console/batch.html", context, status=status)
+
+
+def _initial(batch: Batch) -> dict[str, Any] | None:
+    """A decided draft shows its decision again in the form (to change it)."""
+    decided = batch.decided
+    if not decided or batch.action != "review":
+        return None
+    return {k: decided[k] for k in ("outcome", "result", "reason", "evidence_ref")}
+
+
+@require_GET
+@console_view
+async def batch_detail(request: HttpRequest, batch_id: str) -> HttpResponse:
+    batch = await sync_to_async(_visible)(_person(request), batch_id)
+    return await _render_page(request, batch)
+
+
+@require_POST
+@console_view
+async def batch_decide_view(request: HttpRequest, batch_id: str) -> HttpResponse:
+    person = _person(request)
+    batch = await sync_to_async(_visible)(person, batch_id)
+    form = _decide_form(batch, request, request.POST)
+    if not form.is_valid():
+        return await _render_page(request, batch, form=form, status=400)
+    decision = batches.decision_fields(
+        batch.action, form.cleaned_data, template=request.POST.get("template") == "on"
+    )
+    try:
+        await sync_to_async(batches.batch_decide)(batch, person=person.user, decision=decision)
+    except ProposalRefused as refused:
+        messages.error(request, str(refused))
+    return HttpResponseRedirect(reverse("console:batch", args=[batch.id]) + "#confirm")
+
+
+@require_POST
+@console_view
+async def batch_confirm_view(request: HttpRequest, batch_id: str) -> HttpResponse:
+    person = _person(request)
+    batch = await sync_to_async(_visible)(person, batch_id)
+    try:
+        typed = int(request.POST.get("count", "").strip())
+    except ValueError:
+        typed = -1
+    if request.POST.get("confirm") != "on":
+        messages.error(request, _("Tick the confirmation to send the batch."))
+        return HttpResponseRedirect(reverse("console:batch", args=[batch.id]) + "#confirm")
+    try:
+        await sync_to_async(batches.batch_submit)(batch, person=person.user, typed_count=typed)
+    except ProposalRefused as refused:
+        messages.error(request, str(refused))
+    return HttpResponseRedirect(reverse("console:batch", args=[batch.id]))
+
+
+def _step(name: str) -> Any:
+    """A POST that moves the batch (approve, reject, pause, resume, cancel)."""
+    steps = {
+        "approve": lambda b, p, r: batches.batch_approve(
+            batch_id=b, approver=p, note=r.POST.get("note", "")
+        ),
+        "reject": lambda b, p, r: batches.batch_reject(
+            batch_id=b, supervisor=p, reason=r.POST.get("reason", "")
+        ),
+        "pause": lambda b, p, r: batches.batch_pause(batch_id=b, person=p),
+        "resume": lambda b, p, r: batches.batch_resume(batch_id=b, person=p),
+        "cancel": lambda b, p, r: batches.batch_cancel(batch_id=b, person=p),
+    }
+    move = steps[name]
+
+    @require_POST
+    @console_view
+    async def view(request: HttpRequest, batch_id: str) -> HttpResponse:
+        person = _person(request)
+        batch = await sync_to_async(_visible)(person, batch_id)
+        try:
+            await sync_to_async(move)(batch.id, person.user, request)
+        except ProposalRefused as refused:
+            messages.error(request, str(refused))
+        return HttpResponseRedirect(reverse("console:batch", args=[batch.id]))
+
+    view.__name__ = f"batch_{name}"
+    return view
+
+
+batch_approve = _step("approve")
+batch_reject = _step("reject")
+batch_pause = _step("pause")
+batch_resume = _step("resume")
+batch_cancel = _step("cancel")
+
+EXPORT_FIELDS = [
+    "task_id",
+    "queue_id",
+    "business_key",
+    "seen_state",
+    "seen_revision",
+    "eligible",
+    "ineligible",
+    "outcome",
+    "error_code",
+    "submission_id",
+    "idempotency_key",
+    "audit_id",
+    "result_task_id",
+    "settled_at",
+]
+
+
+def _export_rows(batch: Batch) -> Iterator[dict[str, str]]:
+    items = BatchItem.objects.filter(batch=batch).select_related("submission").order_by("id")
+    for item in items.iterator(chunk_size=500):
+        submission = item.submission
+        yield {
+            "task_id": item.task_id,
+            "queue_id": item.queue_id,
+            "business_key": item.business_key,
+            "seen_state": item.seen_state,
+            "seen_revision": item.seen_revision,
+            "eligible": "true" if item.eligible else "false",
+            "ineligible": item.ineligible,
+            "outcome": item.outcome,
+            "error_code": item.error_code,
+            "submission_id": submission.id if submission else "",
+            "idempotency_key": submission.idempotency_key if submission else "",
+            "audit_id": submission.audit_id if submission else "",
+            "result_task_id": submission.result_task_id if submission else "",
+            "settled_at": item.settled_at.isoformat() if item.settled_at else "",
+        }
+
+
+@require_GET
+@console_view
+async def batch_export(request: HttpRequest, batch_id: str, fmt: str) -> HttpResponseBase:
+    """The items' outcomes, streamed: CSV or JSON Lines."""
+    if fmt not in ("csv", "jsonl"):
+        raise Http404
+    batch = await sync_to_async(_visible)(_person(request), batch_id)
+    rows = _export_rows(batch)
+
+    def lines() -> Iterator[str]:
+        if fmt == "jsonl":
+            for row in rows:
+                yield json.dumps(row, ensure_ascii=False) + "\n"
+            return
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=EXPORT_FIELDS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(row)
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+        yield buffer.getvalue()
+
+    def some(chunks: Iterator[str]) -> str:
+        """The next rows, a few hundred at a time: one trip to the database thread each."""
+        return "".join(itertools.islice(chunks, 200))
+
+    async def stream() -> AsyncIterator[str]:
+        chunks = lines()
+        while text := await sync_to_async(some)(chunks):
+            yield text
+
+    content_type = "text/csv" if fmt == "csv" else "application/x-ndjson"
+    response = StreamingHttpResponse(stream(), content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="batch-{batch.id}.{fmt}"'
+    return response
+
+
+@require_GET
+@console_view
+async def batch_list(request: HttpRequest) -> HttpResponse:
+    person = _person(request)
+
+    def recent() -> list[Batch]:
+        query = batches.visible_batches(person.namespaces).select_related("created_by")
+        return list(query.order_by("-created_at")[:50])
+
+    return await arender(
+        request, "console/batches.html", {"batches": await sync_to_async(recent)()}
+    )

@@ -1,0 +1,99 @@
+"""A batch in real Chromium (issue 16): an operator filters the work queue, selects every task
+matching it, decides and proposes; a supervisor in a second browser approves; the operator's
+page follows the progress live to the end, and the outcomes export. The worker is a real
+``manage.py reconcile`` process on the same database."""
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import Page, expect
+
+from orbit_console.decisions.models import Batch, BatchItem, ItemOutcome
+from orbit_console.ledger.models import OperationAudit
+from orbit_console.ledger.seed import seed_incident
+from tests.approvals.conftest import APPROVALS_ON
+from tests.browser.conftest import sign_in
+from tests.browser.test_approvals import approvals_console, crew, other_page  # noqa: F401
+from tests.support.people import TestPerson
+from tests.support.servers import DaphneServer, child_env
+
+pytestmark = pytest.mark.browser
+
+COUNT = 30  # more than the work queue's page of 25: "all matching" must take every page
+
+
+@pytest.fixture
+def worker(approvals_console: DaphneServer) -> Iterator[subprocess.Popen[bytes]]:  # noqa: F811
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "reconcile", "--interval", "0.5"],
+        cwd=settings.BASE_DIR,
+        env=child_env(**APPROVALS_ON, CONSOLE_BATCH_RATE="20"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    yield process
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def test_filter_select_all_propose_approve_watch_live_export(
+    page: Page,
+    other_page: Any,  # noqa: F811
+    approvals_console: DaphneServer,  # noqa: F811
+    crew: dict[str, TestPerson],  # noqa: F811
+    world: dict[str, Any],
+    worker: subprocess.Popen[bytes],
+) -> None:
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=COUNT, label="outage"
+    )
+    server = approvals_console
+    sign_in(page, server, crew["operator"])
+    page.goto(f"{server.url}/?business_key_prefix=outage:")
+    expect(page.locator("#results tbody tr")).to_have_count(25)
+    page.check("input[name=scope][value=all]")
+    page.locator("#batch-form button[value=review]").click()
+
+    expect(page.locator("#eligible-count")).to_contain_text(f"{COUNT} tasks are eligible")
+    page.check("input[name=outcome][value=FAILED]")
+    page.fill("#id_result", '{"lost": "{{business_key}}"}')
+    page.check("input[name=template]")
+    page.fill("#id_reason", "Broker outage INC-12: none of these reached the store")
+    page.fill("#id_evidence_ref", "https://status.example/INC-12")
+    page.locator("form[action$=decide] button[type=submit]").click()
+    expect(page.locator("#example-body")).to_contain_text('"lost": "outage:')
+    page.fill("#id_count", str(COUNT))
+    page.check("input[name=confirm]")
+    page.get_by_role("button", name="Propose for approval").click()
+    expect(page.locator("#approval")).to_be_visible()
+    batch_url = page.url
+
+    supervisor = other_page()
+    sign_in(supervisor, server, crew["supervisor"])
+    supervisor.goto(batch_url)
+    expect(supervisor.locator("#eligible-count")).to_contain_text(f"{COUNT} tasks")
+    supervisor.get_by_role("button", name=f"Approve and send {COUNT} decisions").click()
+    expect(supervisor.locator("#batch-progress")).to_be_visible()
+
+    # The operator's page: reloaded once to see the started batch, then only pushes.
+    page.goto(batch_url)
+    expect(page.locator(".live-line .flag.live")).to_have_text("live")
+    page.evaluate("window.orbitNotReloaded = true")
+    expect(page.locator("#batch-state")).to_have_text("Finished", timeout=90_000)
+    expect(page.locator("[data-outcome=applied]")).to_have_text(str(COUNT))
+    assert page.evaluate("window.orbitNotReloaded === true")  # it came live
+
+    with page.expect_download() as download:
+        page.get_by_role("link", name="CSV").click()
+    text = download.value.path().read_text(encoding="utf-8")
+    assert text.count("\n") == COUNT + 1 and text.count(",applied,") == COUNT
+
+    batch = Batch.objects.get(id=batch_url.rstrip("/").rsplit("/", 1)[1])
+    assert batch.sent_as_id == crew["supervisor"].user.pk
+    assert BatchItem.objects.filter(batch=batch, outcome=ItemOutcome.APPLIED).count() == COUNT
+    for task_id in incident:
+        assert OperationAudit.objects.filter(task_id=task_id, action="task.review").count() == 1

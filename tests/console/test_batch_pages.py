@@ -1,0 +1,165 @@
+"""The batch pages over real HTTP (issue 16, docs/bulk.md): select in the work queue, verify,
+decide, confirm, watch the outcome and export it; refusals change nothing."""
+
+import csv
+import io
+import json
+from typing import Any
+
+import httpx
+from asgiref.sync import async_to_sync
+
+from orbit_console.decisions.batchworker import work_batches
+from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
+from orbit_console.ledger.models import OperationAudit
+from orbit_console.ledger.seed import seed_incident
+from tests.console.web import Console, signed_in, text_of
+from tests.support.people import TestPerson, make_person
+from tests.support.servers import DaphneServer
+
+REVIEW = {
+    "outcome": "FAILED",
+    "result": '{"lost":"{{business_key}}"}',
+    "reason": "broker outage INC-9: nothing was written",
+    "evidence_ref": "https://status.example/INC-9",
+    "template": "on",
+}
+
+
+def run_worker() -> None:
+    while async_to_sync(work_batches)():
+        pass
+    async_to_sync(work_batches)()
+
+
+def send(console: Console, path: str, data: dict[str, Any]) -> httpx.Response:
+    """POST a form as the browser would: its CSRF token, repeated fields for lists."""
+    pairs = [("csrfmiddlewaretoken", console.csrf_token())]
+    for name, value in data.items():
+        pairs.extend((name, v) for v in (value if isinstance(value, list) else [value]))
+    return console.post(path, pairs)
+
+
+def new_batch(console: Console, **data: Any) -> tuple[httpx.Response, Batch | None]:
+    before = set(Batch.objects.values_list("id", flat=True))
+    answer = send(console, "/batches/new", data)
+    created = Batch.objects.exclude(id__in=before).first()
+    return answer, created
+
+
+def test_ticked_rows_through_verify_decide_confirm_to_the_export(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=4, label="inc-9"
+    )
+    supervisor = people["supervisor"]
+    with signed_in(orbit_server.url, supervisor) as console:
+        queue = console.get("/?business_key=inc-9:0").text
+        assert 'form="batch-form"' in queue and "Review in a batch" in queue
+        ticked = [*incident, world["tasks"]["failed"]]
+        answer, batch = new_batch(console, action="review", scope="ticked", task=ticked)
+        assert answer.status_code == 302 and batch is not None
+        page = console.get(f"/batches/{batch.id}").text
+        assert "4 tasks are eligible" in text_of(page)
+        assert "Wrong state for this action" in page  # the FAILED task, left out
+
+        # Decide with a mistake: shown inline, nothing kept.
+        bad = send(console, f"/batches/{batch.id}/decide", {**REVIEW, "reason": "  "})
+        assert bad.status_code == 400 and 'role="alert"' in bad.text
+        batch.refresh_from_db()
+        assert batch.decision == ""
+        send(console, f"/batches/{batch.id}/decide", REVIEW)
+        page = console.get(f"/batches/{batch.id}").text
+        assert "&quot;lost&quot;: &quot;inc-9:" in page  # the representative body, filled in
+
+        # The count typed back must be the eligible count.
+        wrong = send(console, f"/batches/{batch.id}/confirm", {"count": "5", "confirm": "on"})
+        assert "Type the number of tasks to be sent: 4" in text_of(
+            console.get(wrong.headers["location"]).text
+        )
+        batch.refresh_from_db()
+        assert batch.state == BatchState.DRAFT
+        send(console, f"/batches/{batch.id}/confirm", {"count": "4", "confirm": "on"})
+        batch.refresh_from_db()
+        assert batch.state == BatchState.RUNNING
+
+        run_worker()
+        page = console.get(f"/batches/{batch.id}").text
+        assert "Finished" in page and f'ws-connect="/ws/batches/{batch.id}"' in page
+        for task_id in incident:
+            assert OperationAudit.objects.filter(task_id=task_id, action="task.review").count() == 1
+        # Each task's timeline links the batch its decision was part of.
+        assert f'href="/batches/{batch.id}"' in console.get(f"/tasks/{incident[0]}").text
+
+        exported = console.get(f"/batches/{batch.id}/outcomes.csv")
+        assert exported.headers["content-type"].startswith("text/csv")
+        rows = list(csv.DictReader(io.StringIO(exported.text)))
+        assert {r["task_id"]: r["outcome"] for r in rows} == {
+            **dict.fromkeys(incident, ItemOutcome.APPLIED),
+            world["tasks"]["failed"]: ItemOutcome.SKIPPED,
+        }
+        assert all(r["audit_id"] for r in rows if r["outcome"] == ItemOutcome.APPLIED)
+        lines = console.get(f"/batches/{batch.id}/outcomes.jsonl").text.splitlines()
+        assert len(lines) == 5 and {json.loads(line)["task_id"] for line in lines} == set(ticked)
+
+
+def test_all_matching_takes_every_page_not_only_the_one_shown(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """The work queue shows 25 rows; "all matching" selects all 30 of the filter."""
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=30, label="inc-30"
+    )
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        _, batch = new_batch(console, action="review", scope="all", business_key_prefix="inc-30:")
+        assert batch is not None
+        assert set(BatchItem.objects.filter(batch=batch).values_list("task_id", flat=True)) == set(
+            incident
+        )
+        assert json.loads(batch.selection)["business_key_prefix"] == "inc-30:"
+
+
+def test_over_the_limit_is_refused_and_nothing_is_stored(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=3, label="inc-3"
+    )
+    server = DaphneServer("batch-limit", env={"CONSOLE_BATCH_MAX_TASKS": "2"}).start()
+    try:
+        with signed_in(server.url, people["supervisor"]) as console:
+            answer, batch = new_batch(
+                console, action="review", scope="all", business_key_prefix="inc-3:"
+            )
+            assert batch is None and answer.status_code == 302
+            assert "at most 2 tasks" in console.get(answer.headers["location"]).text
+    finally:
+        server.stop()
+
+
+def test_others_cannot_see_decide_or_steer_a_batch(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label="inc-2"
+    )
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        _, batch = new_batch(console, action="review", scope="ticked", task=incident)
+    assert batch is not None
+    other = make_person(world, "supervisor")
+    with signed_in(orbit_server.url, other) as console:
+        assert console.get(f"/batches/{batch.id}").status_code == 200  # same namespace
+        send(console, f"/batches/{batch.id}/decide", REVIEW)
+        batch.refresh_from_db()
+        assert batch.decision == ""  # only its author decides it
+    auditor = people["auditor"]
+    with signed_in(orbit_server.url, auditor) as console:
+        answer = send(console, "/batches/new", {"action": "review", "task": incident})
+        assert answer.status_code == 403
+    from orbit_console.ledger.seed import seed_world
+
+    elsewhere = make_person(seed_world(label="elsewhere"), "supervisor")
+    with signed_in(orbit_server.url, elsewhere) as console:
+        assert console.get(f"/batches/{batch.id}").status_code == 404
+        assert console.get(f"/batches/{batch.id}/outcomes.csv").status_code == 404

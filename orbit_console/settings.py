@@ -372,7 +372,7 @@ CONSOLE_RECONCILE_BACKOFF_SECONDS = (2, 30)
 # Batches (docs/bulk.md): at most this many tasks in one; the worker's sends at once, sends
 # started per second, and how long a claimed item waits before another send may take it.
 CONSOLE_BATCH_MAX_TASKS = env_int("CONSOLE_BATCH_MAX_TASKS", 10_000, minimum=1)
-CONSOLE_BATCH_CONCURRENCY = env_int("CONSOLE_BATCH_CONCURRENCY", 4, minimum=1)
+CONSOLE_BATCH_CONCURRENCY = env_int("CONSOLE_BATCH_CONCURRENCY", 8, minimum=1)
 CONSOLE_BATCH_RATE = env_int("CONSOLE_BATCH_RATE", 200, minimum=1)
 CONSOLE_BATCH_CLAIM_SECONDS = env_int("CONSOLE_BATCH_CLAIM_SECONDS", 30, minimum=1)
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)

@@ -49,9 +49,37 @@ SERIOUS = ("serious", "critical")
 AXE = Axe()
 
 
+@pytest.fixture
+def batch_pages(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> list[str]:
+    """The operator's batches, made through the console: one finished (its progress and
+    outcomes; sent by ``manage.py reconcile --once``), one selected and not yet decided (the
+    verify and decide steps), and the list of batches."""
+    from orbit_console.ledger.seed import seed_incident
+    from tests.console.test_batch_pages import REVIEW, new_batch, send
+    from tests.console.web import signed_in
+    from tests.support.servers import run_manage
+
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=3, label="pages"
+    )
+    with signed_in(orbit_server.url, people["operator"]) as console:
+        _, finished = new_batch(
+            console, action="review", task=[*incident[:2], world["tasks"]["failed"]]
+        )
+        _, draft = new_batch(console, action="review", task=incident[2:])
+        assert finished is not None and draft is not None
+        send(console, f"/batches/{finished.id}/decide", REVIEW)
+        send(console, f"/batches/{finished.id}/confirm", {"count": "2", "confirm": "on"})
+    assert run_manage("reconcile", "--once").returncode == 0
+    return ["/batches", f"/batches/{finished.id}", f"/batches/{draft.id}"]
+
+
 def pages_of(role: str, world: dict[str, Any], history: dict[str, Any]) -> list[str]:
     applied = history["applied"]
     common = [
+        *history.get("batch_pages", []),
         "/",
         f"/tasks/{world['tasks']['needs_review_2']}",
         f"/tasks/{applied.task_id}",
@@ -142,8 +170,10 @@ def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
     world: dict[str, Any],
     people: dict[str, TestPerson],
     history: dict[str, Any],
+    batch_pages: list[str],
     role: str,
 ) -> None:
+    history = {**history, "batch_pages": batch_pages}
     page.set_viewport_size(PHONE)
     problems: dict[str, list[str]] = {}
     for language in ("en", "zh-Hans"):

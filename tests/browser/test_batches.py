@@ -74,7 +74,9 @@ def test_filter_select_all_propose_approve_watch_live_export(
 
     supervisor = other_page()
     sign_in(supervisor, server, crew["supervisor"])
-    supervisor.goto(batch_url)
+    supervisor.goto(f"{server.url}/approvals")  # the batch waits there, one proposal
+    supervisor.locator("#pending-batches a").click()
+    expect(supervisor).to_have_url(batch_url)
     expect(supervisor.locator("#eligible-count")).to_contain_text(f"{COUNT} tasks")
     supervisor.get_by_role("button", name=f"Approve and send {COUNT} decisions").click()
     expect(supervisor.locator("#batch-progress")).to_be_visible()

@@ -218,3 +218,51 @@ def test_eligibility_names_why_a_task_is_left_out() -> None:
     assert batches.ineligibility(successor, "retry") == "successor"
     leased = Task.from_json({**base, "state": "NEEDS_REVIEW", "leased": True})
     assert batches.ineligibility(leased, "review") == "executing"
+
+
+def test_a_retry_batch_creates_one_successor_per_task_and_holds_on_a_full_queue(
+    world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """RT1, RT4-RT6 per item; RT7: a 429 holds the batch for retry_after_ms, nothing is lost."""
+    supervisor = people["supervisor"]
+    tasks = world["tasks"]
+    batch = select(
+        world,
+        supervisor,
+        [
+            tasks["failed"],
+            tasks["cancelled"],
+            tasks["failed_uncertain"],
+            tasks["queue_full_failed"],
+        ],
+        action="retry",
+    )
+    _, others = batches.breakdown(batch)
+    assert {key: n for key, _label, n in others} == {"effect_uncertain": 1}
+    decision = {
+        "reason": "the earlier execution ended; running it again is safe",
+        "evidence_ref": "runbook:INC-7",
+        "task_timeout_ms": 60_000,
+        "available_at": None,
+        "start_deadline_at": None,
+    }
+    batches.batch_decide(batch, person=supervisor.user, decision=decision)
+    batches.batch_submit(batch, person=supervisor.user, typed_count=3)
+    async_to_sync(work_batches)()
+    batch.refresh_from_db()
+    full = BatchItem.objects.select_related("submission").get(
+        batch=batch, task_id=tasks["queue_full_failed"]
+    )
+    assert full.outcome == "" and full.submission.state == SubmissionState.RETRY_LATER  # type: ignore[union-attr]
+    assert full.submission.error_code == "QUEUE_FULL"  # type: ignore[union-attr]
+    assert batch.hold_until is not None and batch.finished_at is None  # held, not finished
+    for key in ("failed", "cancelled"):
+        item = BatchItem.objects.select_related("submission").get(batch=batch, task_id=tasks[key])
+        assert item.outcome == ItemOutcome.APPLIED
+        successor = LedgerTask.objects.get(id=item.submission.result_task_id)  # type: ignore[union-attr]
+        assert successor.retry_of == tasks[key] and successor.state == "WAITING"
+    # The record links: every entry of the batch verifies under its key.
+    from orbit_console.decisions.chain import entry_hash
+
+    for event in ConsoleEvent.objects.filter(batch=batch):
+        assert event.entry_hash == entry_hash(event)

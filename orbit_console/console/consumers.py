@@ -24,7 +24,7 @@ from django.utils import timezone, translation
 
 from orbit_console.client import OutcomeUnknown
 from orbit_console.console.middleware import reader_of
-from orbit_console.decisions.batches import batch_group, visible_batches
+from orbit_console.decisions.batches import batch_group, visible_batches, within_queues
 from orbit_console.decisions.models import Batch, BatchState, Proposal
 from orbit_console.decisions.proposals import APPROVALS_GROUP, visible_proposals
 from orbit_console.lib.ids import is_id
@@ -254,7 +254,10 @@ class BatchProgressConsumer(AsyncWebsocketConsumer):
 
     @database_sync_to_async
     def _visible(self, person: Person) -> bool:
-        return visible_batches(person.namespaces).filter(id=self.batch_id).exists()
+        """As the batch's page: its namespace's credential reads every one of its tasks."""
+        batch = visible_batches(person.namespaces).filter(id=self.batch_id).first()
+        credential = person.credential_in(batch.namespace_id) if batch else None
+        return credential is not None and within_queues(batch, credential.queue_scope)  # type: ignore[arg-type]
 
     @database_sync_to_async
     def _render(self) -> tuple[str, bool]:

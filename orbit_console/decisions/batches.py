@@ -520,4 +520,15 @@ def _require_author(batch: Batch, person: User) -> None:
 
 
 def visible_batches(namespaces: Iterable[str]) -> QuerySet[Batch]:
+    """Batches of these namespaces (then only those ``within_queues`` of the credential)."""
     return Batch.objects.filter(namespace_id__in=[*namespaces, ""])
+
+
+def within_queues(batch: Batch, queue_scope: frozenset[str]) -> bool:
+    """Whether a credential limited to ``queue_scope`` (empty: its whole namespace) reads every
+    task of the batch: a batch shows its tasks, so a person who cannot read one of them does not
+    see the batch (docs/access.md)."""
+    if not queue_scope:
+        return True
+    outside = batch.items.exclude(queue_id__in=queue_scope).exclude(queue_id="")
+    return not outside.exists()

@@ -33,7 +33,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
-from orbit_console.decisions.models import ConsoleEvent, Proposal, Submission
+from orbit_console.decisions.models import Batch, ConsoleEvent, Proposal, Submission
 from orbit_console.decisions.proposals import proposal_create
 from orbit_console.decisions.submissions import submission_create
 from orbit_console.ledger.models import OperationAudit, Queue
@@ -128,6 +128,43 @@ ROUTES: dict[str, Route] = {
         # The proposer withdraws; a supervisor is told they cannot (on the proposal's page).
         {"POST": {"operator": 303, "supervisor": 303, "auditor": 403}},
     ),
+    # Batches (docs/bulk.md): the operator's batch, at its verify step. Deciding and confirming
+    # are its author's; approving a supervisor's; a step the batch's state does not allow is
+    # refused with a message (a redirect) and changes nothing.
+    "console:batches": Route("/batches", {"GET": every(200)}, scoped=False),
+    "console:batch_new": Route(
+        "/batches/new",
+        {"POST": {"operator": 302, "supervisor": 302, "auditor": 403}},
+        scoped=False,
+        form=(("action", "review"), ("task", "{task}")),
+    ),
+    "console:batch": Route("/batches/{batch}", {"GET": every(200)}),
+    "console:batch_decide": Route(
+        "/batches/{batch}/decide",
+        # Nothing typed: the author sees the mistakes (400); anyone else may not decide.
+        {"POST": {"operator": 400, "supervisor": 403, "auditor": 403}},
+    ),
+    "console:batch_confirm": Route(
+        "/batches/{batch}/confirm", {"POST": {"operator": 302, "supervisor": 403, "auditor": 403}}
+    ),
+    "console:batch_approve": Route(
+        "/batches/{batch}/approve", {"POST": {"operator": 403, "supervisor": 302, "auditor": 403}}
+    ),
+    "console:batch_reject": Route(
+        "/batches/{batch}/reject",
+        {"POST": {"operator": 403, "supervisor": 302, "auditor": 403}},
+        form=(("reason", "Not convinced"),),
+    ),
+    "console:batch_pause": Route(
+        "/batches/{batch}/pause", {"POST": {"operator": 302, "supervisor": 302, "auditor": 403}}
+    ),
+    "console:batch_resume": Route(
+        "/batches/{batch}/resume", {"POST": {"operator": 302, "supervisor": 302, "auditor": 403}}
+    ),
+    "console:batch_cancel": Route(
+        "/batches/{batch}/cancel", {"POST": {"operator": 302, "supervisor": 302, "auditor": 403}}
+    ),
+    "console:batch_export": Route("/batches/{batch}/outcomes.csv", {"GET": every(200)}),
     "timeline:older": Route("/tasks/{task}/timeline/older", {"GET": every(200)}),
     "timeline:latest": Route("/tasks/{task}/timeline/latest", {"GET": every(200)}),
 }
@@ -137,6 +174,7 @@ SOCKETS = {
     "ws/approvals": "/ws/approvals",
     # Its rows come in a token signed for one person (tests/console/test_queue_socket.py).
     "ws/queue": "/ws/queue",
+    "ws/batches/<str:batch_id>": "/ws/batches/{batch}",
 }
 
 
@@ -174,6 +212,7 @@ class Things:
     secret: str
     made: list[str] = field(default_factory=list)  # ids of proposals and submissions
     revisions: Iterator[int] = field(default_factory=lambda: itertools.count(100))
+    batch: str | None = None  # the operator's batch, selected once
 
     def fresh(self) -> dict[str, str]:
         """A pending proposal and an open, never-sent submission of the operator's, each in a
@@ -203,6 +242,10 @@ class Things:
         Submission.objects.filter(id=submission.id).update(next_attempt_at=None)
         self.made += [proposal.id, submission.id]
         task = world["tasks"]["needs_review"]
+        if self.batch is None:
+            from tests.decisions.test_batches import select
+
+            self.batch = select(world, self.operator, [task]).id
         return {
             "task": task,
             "failed": world["tasks"]["failed"],
@@ -211,6 +254,7 @@ class Things:
             ],
             "proposal": proposal.id,
             "submission": submission.id,
+            "batch": self.batch,
         }
 
     def state(self) -> tuple[Any, ...]:
@@ -219,6 +263,7 @@ class Things:
         return (
             sorted(Proposal.objects.filter(id__in=self.made).values_list("id", "state")),
             sorted(Submission.objects.filter(id__in=self.made).values_list("id", "send_count")),
+            list(Batch.objects.filter(id=self.batch).values_list("state", "decision")),
             # An export is recorded where its reader belongs, which may be this namespace.
             ConsoleEvent.objects.filter(namespace_id=namespace_id)
             .exclude(kind="audit.exported")
@@ -264,10 +309,14 @@ def person(things: Things, kind: str, role: str) -> TestPerson:
     return someone
 
 
-def ask(console: Console, method: str, path: str, form: tuple[tuple[str, str], ...]) -> Any:
+def ask(
+    console: Console, method: str, path: str, form: tuple[tuple[str, str], ...], ids: dict[str, str]
+) -> Any:
+    """``form``'s values name the things as the paths do (``{task}``)."""
     if method == "GET":
         return console.get(path)
-    return console.post(path, [("csrfmiddlewaretoken", console.csrf_token()), *form])
+    filled = [(name, value.format(**ids)) for name, value in form]
+    return console.post(path, [("csrfmiddlewaretoken", console.csrf_token()), *filled])
 
 
 # --- HTTP ---------------------------------------------------------------------------------------
@@ -305,8 +354,9 @@ def test_people_of_the_namespace_get_what_their_role_allows(
     with signed_in(orbit_server.url, subject) as console:
         for name, route in ROUTES.items():
             for method, statuses in route.expect.items():
-                path = route.path.format(**things.fresh())
-                answer = ask(console, method, path, route.form)
+                ids = things.fresh()
+                path = route.path.format(**ids)
+                answer = ask(console, method, path, route.form, ids)
                 if answer.status_code != statuses[role]:
                     wrong.append(f"{method} {name}: {answer.status_code}, not {statuses[role]}")
     assert wrong == []
@@ -320,9 +370,10 @@ def test_outsiders_get_nothing_and_change_nothing(
     with signed_in(orbit_server.url, person(things, kind, role)) as console:
         for name, route in ROUTES.items():
             for method, statuses in route.expect.items():
-                path = route.path.format(**things.fresh())
+                ids = things.fresh()
+                path = route.path.format(**ids)
                 before = things.state()
-                answer = ask(console, method, path, route.form)
+                answer = ask(console, method, path, route.form, ids)
                 allowed = NOT_FOUND_OR_FORBIDDEN if route.scoped else {statuses[role], 403}
                 if answer.status_code not in allowed:
                     wrong.append(f"{method} {name}: {answer.status_code}")
@@ -375,6 +426,7 @@ SOCKET_OPENS: dict[str, Callable[[str], bool]] = {
     "/ws/tasks/{task}/timeline": lambda role: True,
     "/ws/approvals": lambda role: role == "supervisor",
     "/ws/queue": lambda role: False,  # without a token of the person's rows, for no one
+    "/ws/batches/{batch}": lambda role: True,  # its namespace's people, as its page
 }
 
 

@@ -124,6 +124,9 @@ async def batch_new(request: HttpRequest) -> HttpResponse:
             )
             return HttpResponseRedirect(back)
         seen = await _read_all(orbit, task_ids)
+    if not any(entry.task for entry in seen):
+        messages.error(request, _("None of the selected tasks can be read with your credential."))
+        return HttpResponseRedirect(back)
     selection = {name: str(values.get(name) or "") for name in FILTER_NAMES}
     selection["scope"] = "all matching" if everything else "ticked rows"
     try:
@@ -141,7 +144,8 @@ async def batch_new(request: HttpRequest) -> HttpResponse:
 
 
 def _visible(person: Person, batch_id: str) -> Batch:
-    """The batch, if it is of one of the person's namespaces (else 404, as for a task)."""
+    """The batch, if the person's credential of its namespace reads every one of its tasks
+    (else 404, as for a task)."""
     if not is_id(batch_id):
         raise Http404
     batch = (
@@ -150,9 +154,20 @@ def _visible(person: Person, batch_id: str) -> Batch:
         .filter(id=batch_id)
         .first()
     )
-    if batch is None:
+    if batch is None or not _reads_all(person, batch):
         raise Http404
     return batch
+
+
+def _reads_all(person: Person, batch: Batch) -> bool:
+    credential = person.credential_in(batch.namespace_id)
+    return credential is not None and batches.within_queues(batch, credential.queue_scope)
+
+
+def _author(person: Person, batch: Batch) -> None:
+    """Deciding and confirming a batch is its author's (403 for anyone else)."""
+    if person.user.pk != batch.created_by_id:
+        raise PermissionDenied
 
 
 def _decide_form(batch: Batch, request: HttpRequest, data: Any = None) -> Any:
@@ -245,6 +260,7 @@ async def batch_detail(request: HttpRequest, batch_id: str) -> HttpResponse:
 async def batch_decide_view(request: HttpRequest, batch_id: str) -> HttpResponse:
     person = _person(request)
     batch = await sync_to_async(_visible)(person, batch_id)
+    _author(person, batch)
     form = _decide_form(batch, request, request.POST)
     if not form.is_valid():
         return await _render_page(request, batch, form=form, status=400)
@@ -263,6 +279,7 @@ async def batch_decide_view(request: HttpRequest, batch_id: str) -> HttpResponse
 async def batch_confirm_view(request: HttpRequest, batch_id: str) -> HttpResponse:
     person = _person(request)
     batch = await sync_to_async(_visible)(person, batch_id)
+    _author(person, batch)
     try:
         typed = int(request.POST.get("count", "").strip())
     except ValueError:
@@ -291,12 +308,16 @@ def _step(name: str) -> Any:
         "cancel": lambda b, p, r: batches.batch_cancel(batch_id=b, person=p),
     }
     move = steps[name]
+    supervisors_only = name in ("approve", "reject")
 
     @require_POST
     @console_view
     async def view(request: HttpRequest, batch_id: str) -> HttpResponse:
         person = _person(request)
         batch = await sync_to_async(_visible)(person, batch_id)
+        steers = person.user.pk in (batch.created_by_id, batch.sent_as_id)
+        if not person.has_role(SUPERVISOR) and (supervisors_only or not steers):
+            raise PermissionDenied
         try:
             await sync_to_async(move)(batch.id, person.user, request)
         except ProposalRefused as refused:
@@ -399,7 +420,7 @@ async def batch_list(request: HttpRequest) -> HttpResponse:
 
     def recent() -> list[Batch]:
         query = batches.visible_batches(person.namespaces).select_related("created_by")
-        return list(query.order_by("-created_at")[:50])
+        return [b for b in query.order_by("-created_at")[:50] if _reads_all(person, b)]
 
     return await arender(
         request, "console/batches.html", {"batches": await sync_to_async(recent)()}

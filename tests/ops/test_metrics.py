@@ -148,6 +148,7 @@ def test_metrics_expose_every_series_after_a_review_a_retry_and_an_unknown_outco
         "retry_later",
         "succeeded",
         "rejected",
+        "cancelled",  # a batch's submission not sent before the batch was cancelled
     }
     # Exported (``value`` asserts the series is there); their values are tested below.
     assert value(samples, "orbit_reconciler_backlog") >= 0

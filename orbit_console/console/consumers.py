@@ -81,8 +81,6 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         return person, proposals.filter(id=proposal_id).first()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
-        if "proposal_id" not in message:
-            return  # a batch's proposal: the approvals page lists it on its next load
         person, proposal = await self._push(message["proposal_id"])
         if person is None:
             await self.close(code=CLOSE_FORBIDDEN)

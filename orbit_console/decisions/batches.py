@@ -38,7 +38,7 @@ from orbit_console.decisions.models import (
     Submission,
     SubmissionState,
 )
-from orbit_console.decisions.proposals import APPROVALS_GROUP, APPROVALS_MESSAGE, ProposalRefused
+from orbit_console.decisions.proposals import ProposalRefused
 from orbit_console.decisions.submissions import record_event, submission_create
 from orbit_console.lib import strictjson
 from orbit_console.lib.live import publish_on_commit
@@ -279,7 +279,6 @@ def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
             locked.required_approvals = settings.CONSOLE_APPROVAL_POLICY[locked.action]["approvers"]
             locked.save(update_fields=["state", "required_approvals"])
             record_event("batch.proposed", batch=locked, actor=person, now=now)
-            _announce(locked)
             return locked
         return _start(locked, sent_as=person, now=now)
 
@@ -297,7 +296,6 @@ def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
         batch.decided_by, batch.decided_at, batch.decision_note = approver, now, note
         batch.save(update_fields=["decided_by", "decided_at", "decision_note"])
         record_event("batch.approved", batch=batch, actor=approver, note=note, now=now)
-        _announce(batch)
         return _start(batch, sent_as=approver, now=now)
 
 
@@ -317,7 +315,6 @@ def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
             update_fields=["state", "decided_by", "decided_at", "decision_note", "finished_at"]
         )
         record_event("batch.rejected", batch=batch, actor=supervisor, note=reason, now=now)
-        _announce(batch)
         return batch
 
 
@@ -493,13 +490,6 @@ def progress(batch: Batch) -> Progress:
 
 def publish_progress(batch_id: str) -> None:
     publish_on_commit(batch_group(batch_id), {"type": BATCH_MESSAGE, "batch_id": batch_id})
-
-
-def _announce(batch: Batch) -> None:
-    """The supervisors' approvals queue lists pending batches too."""
-    publish_on_commit(
-        APPROVALS_GROUP, {"type": APPROVALS_MESSAGE, "batch_id": batch.id, "state": batch.state}
-    )
 
 
 def _locked(batch_id: str) -> Batch:

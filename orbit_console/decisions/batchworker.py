@@ -115,18 +115,12 @@ def _settle(item_id: int, submission: Submission, revision_moved: bool) -> None:
 
 
 def _finish(batch_id: str) -> None:
-    """Settle items whose submission ended without the worker (deadline passed) and finish."""
+    """Settle the items whose submission ended without the worker (closed, or past its
+    reconcile deadline), and finish the batch when none is left."""
     with transaction.atomic():
         batch = Batch.objects.select_for_update().get(id=batch_id)
-        stuck = BatchItem.objects.filter(
-            batch=batch, outcome="", submission__state__in=OPEN_STATES
-        ).filter(submission__next_attempt_at__isnull=True)
-        for item in stuck.select_related("submission"):
-            settle(item, item.submission, revision_moved=False)  # type: ignore[arg-type]
-        closed = BatchItem.objects.filter(batch=batch, outcome="").exclude(
-            submission__state__in=OPEN_STATES
-        )
-        for item in closed.select_related("submission"):
+        ended = Q(submission__next_attempt_at__isnull=True) | ~Q(submission__state__in=OPEN_STATES)
+        for item in batch.items.filter(ended, outcome="").select_related("submission"):
             settle(item, item.submission, revision_moved=False)  # type: ignore[arg-type]
         finish_if_done(batch, timezone.now())
         publish_progress(batch_id)

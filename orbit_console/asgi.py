@@ -3,7 +3,8 @@
 through Channels with session authentication and an Origin check, closed as "paused" rather
 than failed while the database is away (``ops/sockets.py``).
 
-``daphne orbit_console.asgi:application`` serves both.
+``daphne orbit_console.asgi:application`` serves both. With the in-memory channel layer the
+process also sends batches (``ops/background.py``).
 """
 
 import gc
@@ -21,6 +22,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from orbit_console.decisions.batchworker import run_batches, sends_here  # noqa: E402
+from orbit_console.ops.background import Background  # noqa: E402
 from orbit_console.ops.edge import Edge  # noqa: E402
 from orbit_console.ops.sockets import OutageGuard  # noqa: E402
 from orbit_console.ops.warmup import warm_up  # noqa: E402
@@ -33,7 +36,7 @@ warm_up()
 # passes, which otherwise stall every socket for tens of milliseconds (docs/performance.md).
 gc.freeze()
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": Edge(django_asgi_app, api=api_app),
         "websocket": AllowedHostsOriginValidator(
@@ -41,3 +44,6 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# The batch worker runs here when its pushes could reach no socket from another process (the
+# in-memory channel layer: the embedded default, the demo); see decisions/batchworker.py.
+application = Background(router, services=[run_batches] if sends_here("server") else [])

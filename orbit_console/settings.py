@@ -375,6 +375,13 @@ CONSOLE_BATCH_MAX_TASKS = env_int("CONSOLE_BATCH_MAX_TASKS", 10_000, minimum=1)
 CONSOLE_BATCH_CONCURRENCY = env_int("CONSOLE_BATCH_CONCURRENCY", 8, minimum=1)
 CONSOLE_BATCH_RATE = env_int("CONSOLE_BATCH_RATE", 200, minimum=1)
 CONSOLE_BATCH_CLAIM_SECONDS = env_int("CONSOLE_BATCH_CLAIM_SECONDS", 30, minimum=1)
+# Which process sends them: "auto" (the server with the in-memory channel layer, whose sockets
+# the pushes must reach; the reconciler when the layer is shared), "server" or "reconciler".
+CONSOLE_BATCH_WORKER = env_str("CONSOLE_BATCH_WORKER", "auto")
+if CONSOLE_BATCH_WORKER not in ("auto", "server", "reconciler"):
+    raise ImproperlyConfigured(
+        f"CONSOLE_BATCH_WORKER must be auto, server or reconciler, not {CONSOLE_BATCH_WORKER!r}"
+    )
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
 
 # --- The live timeline ----------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The console's live lists.
 
-- The supervisors' approvals queue, ``/ws/approvals``: new proposals appear and decided ones
-  disappear without a reload. Only supervisors connect; the role is re-read from the database
-  on every push, so a person who loses it stops receiving.
+- The supervisors' approvals queue, ``/ws/approvals``: new proposals and batches appear and
+  decided ones disappear without a reload. Only supervisors connect; the role is re-read from
+  the database on every push, so a person who loses it stops receiving.
 - A batch's progress, ``/ws/batches/<id>``: counts, rate and latest items as they land.
 - The work queue's rows, ``/ws/queue?rows=<token>``: a row whose task moves (reviewed,
   retried, settled) says so at once. The page names its rows in a signed token (``rows_token``:
@@ -10,7 +10,6 @@
   push is checked against the API first (``console/access.py``), as a page load would be.
 """
 
-import asyncio
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -24,7 +23,12 @@ from django.utils import timezone, translation
 
 from orbit_console.client import OutcomeUnknown
 from orbit_console.console.middleware import reader_of
-from orbit_console.decisions.batches import batch_group, visible_batches, within_queues
+from orbit_console.decisions.batches import (
+    awaiting_approval,
+    batch_group,
+    seen_by,
+    visible_batches,
+)
 from orbit_console.decisions.models import Batch, BatchState, Proposal
 from orbit_console.decisions.proposals import APPROVALS_GROUP, visible_proposals
 from orbit_console.lib.ids import is_id
@@ -95,6 +99,35 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         with translation.override(self.language), timezone.override(self.zone):
             context = {"proposal": proposal, "viewer_id": self.user.pk}
             html = render_to_string("console/partials/proposal_push.html", context)
+        await self.send(text_data=html)
+
+    @database_sync_to_async
+    def _batch_push(self, batch_id: str) -> tuple[Person | None, Batch | None]:
+        """As ``_push``, for a batch: the person if still a supervisor, and the batch if they
+        see it (its namespace's credential reads every one of its tasks)."""
+        person = load_person(self.user)
+        if person is None or not person.has_role(SUPERVISOR):
+            return None, None
+        batch = visible_batches(person.namespaces).filter(id=batch_id).first()
+        if batch is None or not seen_by(person, batch):
+            return person, None
+        if batch.state != BatchState.PROPOSED:
+            return person, batch  # decided: its row goes
+        return person, next((b for b in awaiting_approval(person) if b.id == batch_id), None)
+
+    async def approvals_batch(self, message: dict[str, Any]) -> None:
+        """A batch was proposed (its row appears) or decided (its row goes)."""
+        person, batch = await self._batch_push(message["batch_id"])
+        if person is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        if batch is None:
+            return
+        with translation.override(self.language), timezone.override(self.zone):
+            context = {"batch": batch, "viewer_id": self.user.pk}
+            html = await database_sync_to_async(render_to_string)(
+                "console/partials/batch_push.html", context
+            )
         await self.send(text_data=html)
 
 
@@ -193,20 +226,14 @@ class QueueRowsConsumer(AsyncWebsocketConsumer):
 
 # --- A batch's progress -------------------------------------------------------------------------
 
-BATCH_LOOK_SECONDS = 1.0
-
 
 class BatchProgressConsumer(AsyncWebsocketConsumer):
-    """``/ws/batches/<id>``: the batch page's counts, rate, time left and latest items, pushed
-    as the worker settles them (docs/bulk.md). The current state is sent on connecting, so a
-    page that reconnects after a drop catches up at once.
+    """``/ws/batches/<id>``: the batch page's state, counts, rate, time left and latest items,
+    pushed as the batch is approved or rejected and as the worker settles its items
+    (docs/bulk.md). The current state is sent on connecting, so a page that reconnects after a
+    drop catches up at once. The worker runs where its pushes reach this socket
+    (decisions/batchworker.py ``sends_here``)."""
 
-    The worker runs in another process (``manage.py reconcile``): its pushes reach this one
-    through a shared channel layer (Redis). With the in-process layer (the demo) they cannot,
-    so while the batch is sending the socket also looks every ``BATCH_LOOK_SECONDS`` and sends
-    what changed."""
-
-    look: "asyncio.Task[None] | None" = None
     last = ""
 
     async def connect(self) -> None:
@@ -227,20 +254,8 @@ class BatchProgressConsumer(AsyncWebsocketConsumer):
         WEBSOCKETS_OPEN.labels(consumer="batch").inc()
         self.counted = True
         await self.batch_progress({})
-        self.look = asyncio.create_task(self._look())
-
-    async def _look(self) -> None:
-        try:
-            while True:
-                await asyncio.sleep(BATCH_LOOK_SECONDS)
-                if not await self._send_changed():
-                    return
-        except Exception:
-            logger.exception("batch %s: the progress socket stopped looking", self.batch_id)
 
     async def disconnect(self, code: int) -> None:
-        if self.look is not None:
-            self.look.cancel()
         if getattr(self, "counted", False):
             WEBSOCKETS_OPEN.labels(consumer="batch").dec()
             self.counted = False
@@ -254,25 +269,20 @@ class BatchProgressConsumer(AsyncWebsocketConsumer):
     def _visible(self, person: Person) -> bool:
         """As the batch's page: its namespace's credential reads every one of its tasks."""
         batch = visible_batches(person.namespaces).filter(id=self.batch_id).first()
-        credential = person.credential_in(batch.namespace_id) if batch else None
-        return credential is not None and within_queues(batch, credential.queue_scope)  # type: ignore[arg-type]
+        return batch is not None and seen_by(person, batch)
 
     @database_sync_to_async
-    def _render(self) -> tuple[str, bool]:
-        """The progress fragment, and whether the batch is still on its way."""
+    def _render(self) -> str:
+        """The progress fragment."""
         from orbit_console.console.views.batches import progress_context
 
         batch = Batch.objects.get(id=self.batch_id)
         with translation.override(self.language), timezone.override(self.zone):
-            html = render_to_string("console/partials/batch_progress.html", progress_context(batch))
-        return html, batch.finished_at is None and batch.state != BatchState.REJECTED
+            return render_to_string("console/partials/batch_progress.html", progress_context(batch))
 
-    async def _send_changed(self) -> bool:
-        html, going = await self._render()
+    async def batch_progress(self, message: dict[str, Any]) -> None:
+        """Send the fragment when it changed (pushes come faster than what they show)."""
+        html = await self._render()
         if html != self.last:
             self.last = html
             await self.send(text_data=html)
-        return going
-
-    async def batch_progress(self, message: dict[str, Any]) -> None:
-        await self._send_changed()

@@ -48,6 +48,7 @@ urlpatterns = [
     ),
     path("batches", batches.batch_list, name="batches"),
     path("batches/new", batches.batch_new, name="batch_new"),
+    path("batches/matching", batches.batch_matching, name="batch_matching"),
     path("batches/<str:batch_id>", batches.batch_detail, name="batch"),
     path("batches/<str:batch_id>/decide", batches.batch_decide_view, name="batch_decide"),
     path("batches/<str:batch_id>/confirm", batches.batch_confirm_view, name="batch_confirm"),

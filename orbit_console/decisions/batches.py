@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -38,14 +38,15 @@ from orbit_console.decisions.models import (
     Submission,
     SubmissionState,
 )
-from orbit_console.decisions.proposals import ProposalRefused
+from orbit_console.decisions.proposals import APPROVALS_GROUP, ProposalRefused
 from orbit_console.decisions.submissions import record_event, submission_create
 from orbit_console.lib import strictjson
 from orbit_console.lib.live import publish_on_commit
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
 from orbit_console.lib.rfc3339 import format_utc, parse_utc
-from orbit_console.people.person import SUPERVISOR
+from orbit_console.people.person import SUPERVISOR, Person
 
+BATCH_APPROVALS_MESSAGE = "approvals.batch"
 BATCH_MESSAGE = "batch.progress"
 
 # Why a task cannot be part of a batch's decision (RV1, RV2, RT1, RT6). The API checks
@@ -166,6 +167,19 @@ def eligible_items(batch: Batch) -> QuerySet[BatchItem]:
     return batch.items.filter(ineligible="").order_by("id")
 
 
+def awaiting_approval(person: Person) -> list[Batch]:
+    """The proposed batches a supervisor sees, oldest first, each with its ``eligible`` count
+    (the approvals queue, docs/bulk.md)."""
+    query = (
+        visible_batches(person.namespaces)
+        .filter(state=BatchState.PROPOSED)
+        .select_related("created_by")
+        .annotate(eligible=Count("items", filter=Q(items__ineligible="")))
+        .order_by("created_at")
+    )
+    return [batch for batch in query if seen_by(person, batch)]
+
+
 # --- The decision -------------------------------------------------------------------------------
 
 
@@ -279,6 +293,7 @@ def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
             locked.required_approvals = settings.CONSOLE_APPROVAL_POLICY[locked.action]["approvers"]
             locked.save(update_fields=["state", "required_approvals"])
             record_event("batch.proposed", batch=locked, actor=person, now=now)
+            _announce(locked)
             return locked
         return _start(locked, sent_as=person, now=now)
 
@@ -296,7 +311,9 @@ def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
         batch.decided_by, batch.decided_at, batch.decision_note = approver, now, note
         batch.save(update_fields=["decided_by", "decided_at", "decision_note"])
         record_event("batch.approved", batch=batch, actor=approver, note=note, now=now)
-        return _start(batch, sent_as=approver, now=now)
+        started = _start(batch, sent_as=approver, now=now)
+        _announce(started)
+        return started
 
 
 def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
@@ -315,6 +332,8 @@ def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
             update_fields=["state", "decided_by", "decided_at", "decision_note", "finished_at"]
         )
         record_event("batch.rejected", batch=batch, actor=supervisor, note=reason, now=now)
+        _announce(batch)
+        publish_progress(batch.id)
         return batch
 
 
@@ -488,6 +507,14 @@ def progress(batch: Batch) -> Progress:
     return Progress(counts=counts, total=total, done=done, rate=rate, left=left)
 
 
+def _announce(batch: Batch) -> None:
+    """Tell the supervisors' approvals queue (live) that this batch was proposed or decided."""
+    publish_on_commit(
+        APPROVALS_GROUP,
+        {"type": BATCH_APPROVALS_MESSAGE, "batch_id": batch.id, "state": batch.state},
+    )
+
+
 def publish_progress(batch_id: str) -> None:
     publish_on_commit(batch_group(batch_id), {"type": BATCH_MESSAGE, "batch_id": batch_id})
 
@@ -522,3 +549,10 @@ def within_queues(batch: Batch, queue_scope: frozenset[str]) -> bool:
         return True
     outside = batch.items.exclude(queue_id__in=queue_scope).exclude(queue_id="")
     return not outside.exists()
+
+
+def seen_by(person: Person, batch: Batch) -> bool:
+    """Whether the person sees the batch (its page, the lists, the export, the sockets): their
+    credential in its namespace reads every one of its tasks."""
+    credential = person.credential_in(batch.namespace_id)
+    return credential is not None and within_queues(batch, credential.queue_scope)

@@ -1,6 +1,9 @@
 """The batch worker: sends the stored submissions of running batches (docs/bulk.md).
 
-Runs in the reconciler's process (``manage.py reconcile``), beside its passes. Exactly once per
+Runs where the console's sockets can hear it (``run_batches``): in the reconciler's process
+(``manage.py reconcile``) when the processes share a channel layer (Redis, as deployed); in the
+server's own process when the layer is the in-memory one (the embedded default, the demo), since
+pushes from another process would reach no socket there. Exactly once per
 task comes from the submissions: each was stored with its own idempotency key and pinned
 revision before anything was sent, so a send repeated after a crash is the identical request
 and the API answers it with the first receipt (C7, C9).
@@ -26,7 +29,7 @@ from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -41,6 +44,7 @@ from orbit_console.decisions.models import (
     SubmissionState,
 )
 from orbit_console.decisions.submissions import sending_credential, submission_send
+from orbit_console.ops.workers import shares_channel_layer
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
 
@@ -50,6 +54,18 @@ logger = logging.getLogger("orbit.console.batches")
 ROUND = 200
 # Progress is announced at most this often per batch while items land (and always at the end).
 PROGRESS_EVERY = 0.25
+# After failed rounds the worker waits longer each time, never more than this.
+MAX_BACKOFF = 30.0
+
+
+def sends_here(process: str) -> bool:
+    """Whether a process of this kind (``"server"``, ``"reconciler"``) runs the batch worker:
+    ``CONSOLE_BATCH_WORKER``, where ``auto`` is the server with the in-memory channel layer (the
+    only process whose sockets its pushes reach) and the reconciler with a shared one."""
+    where = settings.CONSOLE_BATCH_WORKER
+    if where == "auto":
+        where = "reconciler" if shares_channel_layer() else "server"
+    return bool(where == process)
 
 
 class _Pace:
@@ -199,3 +215,24 @@ async def work_batches() -> int:
         except Exception:
             logger.exception("batch %s: a round failed", batch.id)
     return sent
+
+
+async def run_batches(stop: asyncio.Event) -> None:
+    """Send batches' items until ``stop``: at once again while some were due, else look every
+    half second; a failed round (the database away) waits longer each time, and is logged."""
+    failures = 0
+    while not stop.is_set():
+        try:
+            sent = await work_batches()
+        except Exception:
+            failures += 1
+            logger.exception("batch worker: a round failed")
+            pause = min(0.5 * 2**failures, MAX_BACKOFF)
+        else:
+            failures, pause = 0, (0.0 if sent else 0.5)
+            # As at the end of a request: a failed or retiring connection is closed.
+            await sync_to_async(close_old_connections)()
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=pause)
+        except TimeoutError:
+            continue

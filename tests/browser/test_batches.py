@@ -1,7 +1,11 @@
 """A batch in real Chromium (issue 16): an operator filters the work queue, selects every task
 matching it, decides and proposes; a supervisor in a second browser approves; the operator's
-page follows the progress live to the end, and the outcomes export. The worker is a real
-``manage.py reconcile`` process on the same database."""
+page follows the progress live to the end, its work queue and a task's timeline, open in other
+tabs, show the items as they land, and the outcomes export.
+
+The worker runs where the deployment runs it (decisions/batchworker.py ``sends_here``): with the
+in-memory channel layer (the embedded default, the demo) inside the console's server process;
+with Redis in a real ``manage.py reconcile`` process on the same database."""
 
 import subprocess
 import sys
@@ -15,9 +19,10 @@ from playwright.sync_api import Page, expect
 from orbit_console.decisions.models import Batch, BatchItem, ItemOutcome
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.ledger.seed import seed_incident
-from tests.approvals.conftest import APPROVALS_ON
+from orbit_console.ops.workers import shares_channel_layer
+from tests.approvals.conftest import APPROVALS_ON, start_server
 from tests.browser.conftest import sign_in
-from tests.browser.test_approvals import approvals_console, crew, other_page  # noqa: F401
+from tests.browser.test_approvals import crew, other_page  # noqa: F401
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer, child_env
 
@@ -26,12 +31,28 @@ pytestmark = pytest.mark.browser
 COUNT = 30  # more than the work queue's page of 25: "all matching" must take every page
 
 
+# Slow enough to watch: the 30 items land over a second and a half.
+PACE = {"CONSOLE_BATCH_RATE": "20", "CONSOLE_BATCH_WORKER": "auto"}
+
+
+@pytest.fixture(scope="module")
+def batch_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
+    """API and console with approval required, the batch worker placed as deployed."""
+    server = start_server("browser-batches", django_db_blocker, **PACE)
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def worker(approvals_console: DaphneServer) -> Iterator[subprocess.Popen[bytes]]:  # noqa: F811
+def worker(batch_console: DaphneServer) -> Iterator[subprocess.Popen[bytes] | None]:
+    """With a shared channel layer, the reconciler sends; otherwise the server does."""
+    if not shares_channel_layer():
+        yield None
+        return
     process = subprocess.Popen(
         [sys.executable, "manage.py", "reconcile", "--interval", "0.5"],
         cwd=settings.BASE_DIR,
-        env=child_env(**APPROVALS_ON, CONSOLE_BATCH_RATE="20"),
+        env=child_env(**APPROVALS_ON, **PACE),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -43,19 +64,20 @@ def worker(approvals_console: DaphneServer) -> Iterator[subprocess.Popen[bytes]]
 def test_filter_select_all_propose_approve_watch_live_export(
     page: Page,
     other_page: Any,  # noqa: F811
-    approvals_console: DaphneServer,  # noqa: F811
+    batch_console: DaphneServer,
     crew: dict[str, TestPerson],  # noqa: F811
     world: dict[str, Any],
-    worker: subprocess.Popen[bytes],
+    worker: subprocess.Popen[bytes] | None,
 ) -> None:
     incident = seed_incident(
         namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=COUNT, label="outage"
     )
-    server = approvals_console
+    server = batch_console
     sign_in(page, server, crew["operator"])
     page.goto(f"{server.url}/?business_key_prefix=outage:")
     expect(page.locator("#results tbody tr")).to_have_count(25)
     page.check("input[name=scope][value=all]")
+    expect(page.locator("#matching-count")).to_contain_text(f"{COUNT} to review")  # counted first
     page.locator("#batch-form button[value=review]").click()
 
     expect(page.locator("#eligible-count")).to_contain_text(f"{COUNT} tasks are eligible")
@@ -71,23 +93,41 @@ def test_filter_select_all_propose_approve_watch_live_export(
     page.get_by_role("button", name="Propose for approval").click()
     expect(page.locator("#approval")).to_be_visible()
     batch_url = page.url
+    batch_path = batch_url.removeprefix(server.url)
+
+    # Before approval the operator opens, in other tabs, the work queue of the incident and the
+    # timeline of one of its tasks; then none of the three pages is loaded again.
+    queue = page.context.new_page()
+    queue.goto(f"{server.url}/?business_key_prefix=outage:")
+    expect(queue.locator("#queue-live")).to_have_text("live")
+    first = incident[0]
+    timeline = page.context.new_page()
+    timeline.goto(f"{server.url}/tasks/{first}")
+    expect(timeline.locator("#timeline-live")).to_have_text("live")
+    expect(page.locator(".live-line .flag.live")).to_have_text("live")
+    for watched in (page, queue, timeline):
+        watched.evaluate("window.orbitNotReloaded = true")
+    expect(page.locator("#batch-state")).to_have_text("Waiting for approval")
 
     supervisor = other_page()
     sign_in(supervisor, server, crew["supervisor"])
     supervisor.goto(f"{server.url}/approvals")  # the batch waits there, one proposal
-    supervisor.locator("#pending-batches a").click()
+    supervisor.locator(f"#proposal-rows tr[id^=batch-] a[href='{batch_path}']").click()
     expect(supervisor).to_have_url(batch_url)
     expect(supervisor.locator("#eligible-count")).to_contain_text(f"{COUNT} tasks")
     supervisor.get_by_role("button", name=f"Approve and send {COUNT} decisions").click()
     expect(supervisor.locator("#batch-progress")).to_be_visible()
 
-    # The operator's page: reloaded once to see the started batch, then only pushes.
-    page.goto(batch_url)
-    expect(page.locator(".live-line .flag.live")).to_have_text("live")
-    page.evaluate("window.orbitNotReloaded = true")
     expect(page.locator("#batch-state")).to_have_text("Finished", timeout=90_000)
     expect(page.locator("[data-outcome=applied]")).to_have_text(str(COUNT))
-    assert page.evaluate("window.orbitNotReloaded === true")  # it came live
+    expect(page.get_by_role("button", name="Pause")).to_be_hidden()  # the controls went live
+    visible_rows = queue.locator("#results tbody tr .row-live:has-text('now FAILED')")
+    expect(visible_rows).to_have_count(25)  # every row on the page said its task moved
+    platform = timeline.locator("#timeline-entries > li.source-platform")
+    expect(platform.filter(has_text="Broker outage INC-12")).to_have_count(1)  # the review
+    expect(timeline.locator(f"#timeline-entries a[href='{batch_path}']").first).to_be_visible()
+    for watched in (page, queue, timeline):
+        assert watched.evaluate("window.orbitNotReloaded === true")  # it all came live
 
     with page.expect_download() as download:
         page.get_by_role("link", name="CSV").click()

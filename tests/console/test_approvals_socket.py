@@ -13,9 +13,12 @@ from channels.testing import WebsocketCommunicator
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from orbit_console.asgi import application
+from orbit_console.decisions import batches
 from orbit_console.decisions.proposals import proposal_create
 from orbit_console.ledger.models import Queue
-from orbit_console.ledger.seed import seed_world
+from orbit_console.ledger.seed import seed_incident, seed_world
+from tests.approvals.conftest import required_policy
+from tests.decisions.test_batches import DECISION, select
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 from tests.timeline.helpers import session_cookie, socket_headers
@@ -61,6 +64,50 @@ def test_a_proposal_is_pushed_only_to_supervisors_who_can_read_its_task(
         # The push reached the supervisor who may see it: the others had theirs decided by now.
         for socket in sockets[1:]:
             assert await socket.receive_nothing(timeout=1)
+        for socket in sockets:
+            await socket.disconnect()
+
+    asyncio.run(scenario())
+
+
+def test_a_proposed_batch_appears_live_and_goes_when_decided_for_supervisors_who_see_it(
+    settings: SettingsWrapper, orbit_server: DaphneServer, world: dict[str, Any], live_db: None
+) -> None:
+    """Issue 16: a batch is one proposal in the same live queue. Its row is pushed to the
+    supervisors whose credential reads every one of its tasks, and removed when it is
+    approved; a supervisor limited to another queue, or of another namespace, hears nothing."""
+    settings.ORBIT_API_URL = orbit_server.url
+    settings.CONSOLE_APPROVAL_POLICY = required_policy()
+    reports = Queue.objects.get(namespace_id=world["namespace_id"], name="reports")
+    own = make_person(world, "supervisor")
+    outsiders = [
+        make_person(seed_world(label="batch-approvals-other"), "supervisor"),
+        make_person(world, "supervisor", queue_ids=frozenset({reports.id})),
+    ]
+    operator = make_person(world, "operator")
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=3, label="live-b"
+    )
+
+    def propose() -> str:
+        batch = select(world, operator, incident)
+        batches.batch_decide(batch, person=operator.user, decision=DECISION)
+        return batches.batch_submit(batch, person=operator.user, typed_count=3).id
+
+    async def scenario() -> None:
+        sockets = [approvals_socket(person) for person in [own, *outsiders]]
+        for socket in sockets:
+            assert (await socket.connect(timeout=RECEIVE_TIMEOUT))[0]
+        batch_id = await sync_to_async(propose)()
+        row = await sockets[0].receive_from(timeout=RECEIVE_TIMEOUT)
+        assert f'id="batch-{batch_id}"' in row and "afterbegin:#proposal-rows" in row
+        assert "3 tasks, each at its revision" in row and "broker outage INC-7" in row
+        for socket in sockets[1:]:
+            assert await socket.receive_nothing(timeout=1)
+
+        await sync_to_async(batches.batch_approve)(batch_id=batch_id, approver=own.user)
+        gone = await sockets[0].receive_from(timeout=RECEIVE_TIMEOUT)
+        assert f'id="batch-{batch_id}"' in gone and 'hx-swap-oob="delete"' in gone
         for socket in sockets:
             await socket.disconnect()
 

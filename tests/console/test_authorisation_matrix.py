@@ -138,6 +138,12 @@ ROUTES: dict[str, Route] = {
         scoped=False,
         form=(("action", "review"), ("task", "{task}")),
     ),
+    # Counting what "every task matching" would take: over the person's own credential.
+    "console:batch_matching": Route(
+        "/batches/matching?business_key_prefix=x",
+        {"GET": {"operator": 200, "supervisor": 200, "auditor": 403}},
+        scoped=False,
+    ),
     "console:batch": Route("/batches/{batch}", {"GET": every(200)}),
     "console:batch_decide": Route(
         "/batches/{batch}/decide",

@@ -112,6 +112,12 @@ def test_all_matching_takes_every_page_not_only_the_one_shown(
         namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=30, label="inc-30"
     )
     with signed_in(orbit_server.url, people["supervisor"]) as console:
+        # Before selecting, the bar counts what "every task matching" takes, per action.
+        queue = console.get("/?business_key_prefix=inc-30:", headers={"HX-Request": "true"}).text
+        assert 'id="batch-scope" hx-swap-oob="true"' in queue  # a new filter resets the choice
+        assert 'name="business_key_prefix" value="inc-30:"' in queue
+        counted = console.get("/batches/matching?business_key_prefix=inc-30:").text
+        assert text_of(counted) == "30 to review · 0 to retry"
         _, batch = new_batch(console, action="review", scope="all", business_key_prefix="inc-30:")
         assert batch is not None
         assert set(BatchItem.objects.filter(batch=batch).values_list("task_id", flat=True)) == set(
@@ -134,6 +140,8 @@ def test_over_the_limit_is_refused_and_nothing_is_stored(
             )
             assert batch is None and answer.status_code == 302
             assert "at most 2 tasks" in console.get(answer.headers["location"]).text
+            counted = console.get("/batches/matching?business_key_prefix=inc-3:").text
+            assert "more than 2 to review: narrow the filter" in text_of(counted)
     finally:
         server.stop()
 

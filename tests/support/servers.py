@@ -44,8 +44,17 @@ def test_database_url() -> str:
 
 def child_env(**extra: str) -> dict[str, str]:
     """The environment of a child process of the test run: this one's, on the test database,
-    without the permission to run sync database code in async contexts that tests need."""
-    env = {**os.environ, "DATABASE_URL": test_database_url(), **extra}
+    without the permission to run sync database code in async contexts that tests need.
+
+    Batches are the reconciler's to send unless a test says otherwise: a test drives them
+    itself (``work_batches``) or starts ``manage.py reconcile``, and a server that sent them on
+    its own would race it (the tests of the server's own worker set ``CONSOLE_BATCH_WORKER``)."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "CONSOLE_BATCH_WORKER": "reconciler",
+        **extra,
+    }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     return env
 

@@ -18,10 +18,8 @@ from orbit_console.console.views.common import (
     set_aside_context,
     task_now,
 )
-from orbit_console.decisions.batches import visible_batches
+from orbit_console.decisions.batches import awaiting_approval
 from orbit_console.decisions.models import (
-    Batch,
-    BatchState,
     ConsoleEvent,
     Proposal,
     ProposalState,
@@ -53,17 +51,11 @@ async def approvals_queue(request: HttpRequest) -> HttpResponse:
     context = {
         "pending": [p for p in pending if p.task_id in readable],
         "recent": [p for p in recent if p.task_id in readable],
-        "pending_batches": await sync_to_async(_pending_batches)(person),
+        "pending_batches": await sync_to_async(awaiting_approval)(person),
         "viewer_id": request.user.pk,
     }
     template = "console/approvals.html#rows" if request.htmx else "console/approvals.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)
-
-
-def _pending_batches(person: Person) -> list[Batch]:
-    """Batches of the supervisor's namespaces proposed for approval (docs/bulk.md)."""
-    query = visible_batches(person.namespaces).filter(state=BatchState.PROPOSED)
-    return list(query.select_related("created_by").order_by("created_at"))
 
 
 def _queue(person: Person) -> tuple[list[Proposal], list[Proposal]]:

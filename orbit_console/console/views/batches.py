@@ -19,6 +19,7 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseRedirect,
+    QueryDict,
     StreamingHttpResponse,
 )
 from django.http.response import HttpResponseBase
@@ -34,6 +35,7 @@ from orbit_console.decisions import batches
 from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
 from orbit_console.decisions.proposals import ProposalRefused
 from orbit_console.lib.ids import is_id
+from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import SUPERVISOR, Person, orbit_client
 
 # How many tasks the verify step shows to inspect, and how many the selection reads at once.
@@ -91,6 +93,44 @@ async def _read_all(orbit: OrbitClient, task_ids: list[str]) -> list[batches.See
     return list(await asyncio.gather(*(read(task_id) for task_id in task_ids)))
 
 
+def _filtered(person: Person, data: QueryDict) -> tuple[dict[str, Any], OrbitCredential]:
+    """The work queue's filter in ``data`` (an invalid one filters nothing, as on the work
+    queue), and the credential of its namespace (else the person's first)."""
+    filters = wizard_forms.WorkQueueFilters(
+        data, namespaces=[(c.namespace_id, c.namespace_label) for c in person.credentials]
+    )
+    values = filters.cleaned_data if filters.is_valid() else {}
+    credential = person.credential_in(values.get("namespace") or "") or next(
+        iter(person.credentials), None
+    )
+    if credential is None:
+        raise NoCredentialError
+    return values, credential
+
+
+@require_GET
+@console_view
+async def batch_matching(request: HttpRequest) -> HttpResponse:
+    """From the work queue's batch bar, before selecting: how many tasks "every task matching
+    this filter" would take, for each action the person may take (at most one past the limit
+    is counted: more is "over the limit")."""
+    person = _person(request)
+    values, credential = _filtered(person, request.GET)
+    actions = [action for action in DEFAULT_STATES if recovery_mode(person, action)]
+    if not actions:
+        raise PermissionDenied
+    async with orbit_client(credential) as orbit:
+        found = await asyncio.gather(*(_matching(orbit, a, values) for a in actions))
+    limit = settings.CONSOLE_BATCH_MAX_TASKS
+    counts = [
+        {"action": action, "count": len(ids), "over": len(ids) > limit}
+        for action, ids in zip(actions, found, strict=True)
+    ]
+    return await arender(
+        request, "console/partials/batch_matching.html", {"counts": counts, "limit": limit}
+    )
+
+
 @require_POST
 @console_view
 async def batch_new(request: HttpRequest) -> HttpResponse:
@@ -101,16 +141,7 @@ async def batch_new(request: HttpRequest) -> HttpResponse:
         raise Http404
     if recovery_mode(person, action) is None:
         raise PermissionDenied
-    filters = wizard_forms.WorkQueueFilters(
-        request.POST,
-        namespaces=[(c.namespace_id, c.namespace_label) for c in person.credentials],
-    )
-    values = filters.cleaned_data if filters.is_valid() else {}
-    credential = person.credential_in(values.get("namespace") or "") or next(
-        iter(person.credentials), None
-    )
-    if credential is None:
-        raise NoCredentialError
+    values, credential = _filtered(person, request.POST)
     everything = request.POST.get("scope") == "all"
     ticked = [t for t in dict.fromkeys(request.POST.getlist("task")) if is_id(t)]
     back = reverse("console:work_queue")
@@ -154,14 +185,9 @@ def _visible(person: Person, batch_id: str) -> Batch:
         .filter(id=batch_id)
         .first()
     )
-    if batch is None or not _reads_all(person, batch):
+    if batch is None or not batches.seen_by(person, batch):
         raise Http404
     return batch
-
-
-def _reads_all(person: Person, batch: Batch) -> bool:
-    credential = person.credential_in(batch.namespace_id)
-    return credential is not None and batches.within_queues(batch, credential.queue_scope)
 
 
 def _author(person: Person, batch: Batch) -> None:
@@ -201,7 +227,8 @@ def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
         "may_approve": batch.state == BatchState.PROPOSED
         and not is_author
         and person.has_role(SUPERVISOR),
-        "may_steer": batch.state in (BatchState.RUNNING, BatchState.PAUSED)
+        # Offered from the proposal on: the page shows each control live as the state allows.
+        "may_steer": batch.state in (BatchState.PROPOSED, BatchState.RUNNING, BatchState.PAUSED)
         and (is_author or person.has_role(SUPERVISOR) or person.user.pk == batch.sent_as_id),
         "max_tasks": settings.CONSOLE_BATCH_MAX_TASKS,
         "approval_required": batches.approval_required(batch.action),
@@ -420,7 +447,7 @@ async def batch_list(request: HttpRequest) -> HttpResponse:
 
     def recent() -> list[Batch]:
         query = batches.visible_batches(person.namespaces).select_related("created_by")
-        return [b for b in query.order_by("-created_at")[:50] if _reads_all(person, b)]
+        return [b for b in query.order_by("-created_at")[:50] if batches.seen_by(person, b)]
 
     return await arender(
         request, "console/batches.html", {"batches": await sync_to_async(recent)()}

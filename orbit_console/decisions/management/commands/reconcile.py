@@ -1,8 +1,13 @@
 """``manage.py reconcile``: resend submissions whose outcome is unknown until each has a
 definite answer, with bounded backoff and a deadline (C9, I4). Runs as a service that outlives
-a failing pass (issue 14); ``--once`` does one pass. Beside the passes it runs the batch worker
-(decisions/batchworker.py), which comes back at once while a batch has items due."""
+a failing pass (issue 14); ``--once`` does one pass, then sends what batches have due.
 
+Beside the passes it runs the batch worker (decisions/batchworker.py) when it is the
+reconciler's to run (``sends_here``: by default when the processes share a channel layer, so
+its pushes reach every server's sockets; with the in-memory layer the server process runs it).
+``--batches`` and ``--no-batches`` say so explicitly."""
+
+import argparse
 import asyncio
 import logging
 import signal
@@ -12,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
-from orbit_console.decisions.batchworker import work_batches
+from orbit_console.decisions.batchworker import run_batches, sends_here, work_batches
 from orbit_console.decisions.reconciler import reconcile_once
 from orbit_console.ops.loops import Heartbeat, serve_health
 
@@ -34,6 +39,12 @@ class Command(BaseCommand):
             default=0,
             help="answer /health/live, /health/ready and /metrics on this port (ops/loops.py)",
         )
+        parser.add_argument(
+            "--batches",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="send batches' items (default: when the channel layer is shared, not in-memory)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"]
@@ -42,43 +53,32 @@ class Command(BaseCommand):
         heartbeat = Heartbeat("reconciler", stale_after=MAX_BACKOFF + 3 * interval)
         if options["health_port"]:
             serve_health(heartbeat, options["health_port"])
-        asyncio.run(self._run(once=options["once"], interval=interval, heartbeat=heartbeat))
+        batches = options["batches"]
+        if batches is None:
+            batches = options["once"] or sends_here("reconciler")
+        asyncio.run(
+            self._run(once=options["once"], batches=batches, interval=interval, heartbeat=heartbeat)
+        )
 
-    async def _run(self, *, once: bool, interval: float, heartbeat: Heartbeat) -> None:
+    async def _run(
+        self, *, once: bool, batches: bool, interval: float, heartbeat: Heartbeat
+    ) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         if once:
             await self._reconcile(once=True, interval=interval, heartbeat=heartbeat, stop=stop)
-            while await work_batches():
+            while batches and await work_batches():
                 pass
             return
-        batches = asyncio.create_task(self._batches(stop))
+        worker = asyncio.create_task(run_batches(stop)) if batches else None
         try:
             await self._reconcile(once=False, interval=interval, heartbeat=heartbeat, stop=stop)
         finally:
             stop.set()
-            await batches
-
-    async def _batches(self, stop: asyncio.Event) -> None:
-        """Send batches' items: at once again while some were due, else look every half
-        second; a failed round waits longer each time."""
-        failures = 0
-        while not stop.is_set():
-            try:
-                sent = await work_batches()
-            except Exception:
-                failures += 1
-                logger.exception("batch worker: a round failed")
-                pause = min(0.5 * 2**failures, MAX_BACKOFF)
-            else:
-                failures, pause = 0, (0.0 if sent else 0.5)
-                await sync_to_async(close_old_connections)()
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=pause)
-            except TimeoutError:
-                continue
+            if worker is not None:
+                await worker
 
     async def _reconcile(
         self, *, once: bool, interval: float, heartbeat: Heartbeat, stop: asyncio.Event

@@ -21,8 +21,11 @@ api_app = get_api_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from orbit_console.decisions.batchworker import run_batches, sends_here  # noqa: E402
+from orbit_console.events.routing import websocket_urlpatterns as api_websockets  # noqa: E402
+from orbit_console.events.stream import EventOriginValidator  # noqa: E402
 from orbit_console.ops.background import Background  # noqa: E402
 from orbit_console.ops.edge import Edge  # noqa: E402
 from orbit_console.ops.sockets import OutageGuard  # noqa: E402
@@ -39,8 +42,18 @@ gc.freeze()
 router = ProtocolTypeRouter(
     {
         "http": Edge(django_asgi_app, api=api_app),
-        "websocket": AllowedHostsOriginValidator(
-            OutageGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        "websocket": URLRouter(
+            [
+                # The recovery API's event stream: bearer tokens, its own Origin list.
+                re_path(r"^v1/", EventOriginValidator(URLRouter(api_websockets))),
+                # The console's sockets: the session, the deployment's own hosts.
+                re_path(
+                    r"",
+                    AllowedHostsOriginValidator(
+                        OutageGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+                    ),
+                ),
+            ]
         ),
     }
 )

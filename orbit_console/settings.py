@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "orbit_console.ops",
     "orbit_console.audit",
     "orbit_console.ledger",
+    "orbit_console.events",
     "orbit_console.people",
     "orbit_console.decisions",
     "orbit_console.console",
@@ -185,6 +186,17 @@ REDIS_URL = env_str("REDIS_URL")
 # A live notification may hold the request that committed it this long at most; one that takes
 # longer (a hung Redis) is given up and counted, and viewers catch up (lib/live.py).
 ORBIT_PUBLISH_TIMEOUT = env_int("ORBIT_PUBLISH_TIMEOUT_MS", 500, minimum=1) / 1000
+
+# The recovery API's event stream (docs/events.md). The Origins its handshake accepts (default:
+# the hosts of ALLOWED_HOSTS, as for the console's sockets); how long a client may stay silent
+# (it pings at least this often; three missed close the stream); how often a stream looks for
+# owed events on its own and checks its credential again; how long an unacknowledged delivery
+# is kept.
+ORBIT_EVENTS_ALLOWED_ORIGINS = env_list("ORBIT_EVENTS_ALLOWED_ORIGINS", [])
+ORBIT_EVENTS_HEARTBEAT_MS = env_int("ORBIT_EVENTS_HEARTBEAT_MS", 10_000, minimum=100)
+ORBIT_EVENTS_POLL_MS = env_int("ORBIT_EVENTS_POLL_MS", 1_000, minimum=10)
+ORBIT_EVENTS_RECHECK_SECONDS = env_int("ORBIT_EVENTS_RECHECK_SECONDS", 5, minimum=1)
+ORBIT_EVENTS_RETENTION_HOURS = env_int("ORBIT_EVENTS_RETENTION_HOURS", 7 * 24, minimum=1)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {

@@ -5,6 +5,8 @@ from orbit_console.ops import views as ops
 from orbit_console.ops.metrics import metrics
 
 urlpatterns = [
+    # The event stream's endpoints first: the ledger's end with its catch-all 404 (E1).
+    path("v1/", include("orbit_console.events.urls")),
     path("v1/", include("orbit_console.ledger.api.urls")),
     path("", include("orbit_console.console.urls")),
     path("", include("orbit_console.timeline.urls")),

@@ -24,6 +24,7 @@ ALLOWED = {
     "client": {"lib", "ops"},
     "audit": {"lib", "ops"},
     "ledger": {"audit", "lib", "ops"},
+    "events": {"ledger", "lib", "ops"},
     "people": {"client", "ledger", "lib"},
     "decisions": {"audit", "client", "lib", "ops", "people"},
     "console": {"audit", "client", "decisions", "ledger", "lib", "ops", "people"},

@@ -18,10 +18,13 @@ request over the network.
 import asyncio
 from collections.abc import MutableMapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.utils.module_loading import import_string
 
+from orbit_console.client.events import SUBPROTOCOL, InProcessSocket
 from orbit_console.ops.handler import IN_PROCESS, get_api_application
 
 CLIENT_ADDRESS = ("127.0.0.1", 0)
@@ -51,3 +54,35 @@ def base_url() -> str:
     """A host this deployment answers to: the API checks the Host header like any request."""
     host = next((h.lstrip(".") for h in settings.ALLOWED_HOSTS if h != "*"), "localhost")
     return f"http://{host}"
+
+
+async def open_socket(request: dict[str, Any]) -> InProcessSocket:
+    """A WebSocket to this process's ASGI application (``ASGI_APPLICATION``: the event stream
+    of the embedded API), for ``client/events.open_stream``: the handshake carries the path,
+    query, headers and Origin a network client would send."""
+    application = import_string(settings.ASGI_APPLICATION)
+    host = urlsplit(base_url()).netloc
+    headers = [(b"host", host.encode())]
+    headers += [
+        (name.lower().encode(), value.encode()) for name, value in request["headers"].items()
+    ]
+    headers += [
+        (b"origin", request["origin"].encode()),
+        (b"sec-websocket-protocol", SUBPROTOCOL.encode()),
+    ]
+    scope = {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "scheme": "ws",
+        "path": request["path"],
+        "raw_path": request["path"].encode(),
+        "root_path": "",
+        "query_string": request["query"].encode(),
+        "headers": headers,
+        "client": CLIENT_ADDRESS,
+        "server": (host, 80),
+        "subprotocols": [SUBPROTOCOL],
+        "extensions": {"websocket.http.response": {}},
+        IN_PROCESS: True,
+    }
+    return await InProcessSocket(application, scope).open()

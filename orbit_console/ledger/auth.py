@@ -35,7 +35,13 @@ def authenticate(request: HttpRequest, *, now: datetime) -> Credential:
     One query reads the credential, its application's switch and its current queue scope (C3),
     which ``queue_scope`` then answers for the rest of the request.
     """
-    match = _BEARER.fullmatch(request.headers.get("Authorization", ""))
+    return authenticate_header(request.headers.get("Authorization", ""), now=now)
+
+
+def authenticate_header(authorization: str, *, now: datetime) -> Credential:
+    """``authenticate`` for the value of an ``Authorization`` header (a WebSocket handshake's,
+    which is no ``HttpRequest``)."""
+    match = _BEARER.fullmatch(authorization)
     if match is None:
         raise Unauthenticated("a valid bearer token is required")
     credential, enabled = _credential_of(hash_token(match.group(1)))

@@ -1,6 +1,7 @@
 """What every write of the ledger records, shared by the recovery services and the lifecycle:
-audit records (the per-task hash chain), result events and quota accounting."""
+audit records (the per-task hash chain), task events and quota accounting."""
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -9,11 +10,11 @@ from django.db import connection
 
 from orbit_console.ledger import chain
 from orbit_console.ledger.errors import ApplicationFull, QueueFull
-from orbit_console.ledger.models import OperationAudit, ResultEvent, Task
+from orbit_console.ledger.models import OperationAudit, Task, TaskEvent
 from orbit_console.ledger.publish import announce_on_commit
 from orbit_console.ledger.serializers import json_text
 from orbit_console.ledger.tables import APPLICATIONS, AUDIT, EVENTS, QUEUES
-from orbit_console.lib import auditkeys
+from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.ids import new_id
 
 
@@ -99,15 +100,48 @@ def write_audit(
     return record
 
 
-def record_result_event(task: Task, *, kind: str, now: datetime) -> None:
-    EVENTS.insert(
-        ResultEvent(
-            namespace_id=task.namespace_id,
-            task_id=task.id,
-            kind=kind,
-            state=task.state,
-            revision=task.revision,
-            result=task.result,
-            created_at=now,
-        )
+# Called with every event inside the transaction that wrote it. The event stream registers
+# here when it is ready (``orbit_console/events``), so that the ledger does not import it.
+EventListener = Callable[[TaskEvent], None]
+_listeners: list[EventListener] = []
+
+
+def listen_to_events(listener: EventListener) -> None:
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def record_event(
+    task: Task,
+    *,
+    kind: str,
+    audit: OperationAudit,
+    now: datetime,
+    detail: dict[str, str] | None = None,
+) -> TaskEvent:
+    """Append an event of the task at its current state and revision (docs/events.md): a
+    result event carries the task's result; every event names the audit record of the
+    operation that caused it."""
+    event = TaskEvent(
+        event_id=new_id(),
+        namespace_id=task.namespace_id,
+        queue_id=task.queue_id,
+        task_id=task.id,
+        kind=kind,
+        state=task.state,
+        revision=task.revision,
+        result=task.result if kind in RESULT_EVENTS else None,
+        audit_id=audit.id,
+        detail=strictjson.dumps(detail or {}),
+        created_at=now,
     )
+    EVENTS.insert(event)
+    for listener in _listeners:
+        listener(event)
+    return event
+
+
+TASK_ACCEPTED = "task.accepted"
+TASK_NEEDS_REVIEW = "task.needs_review"
+TASK_COMPLETED = "task.completed"
+RESULT_EVENTS = frozenset({TASK_NEEDS_REVIEW, TASK_COMPLETED})

@@ -18,8 +18,11 @@ from django.utils import timezone
 
 from orbit_console.ledger.auth import hash_token, new_token
 from orbit_console.ledger.journal import (
+    TASK_ACCEPTED,
+    TASK_COMPLETED,
+    TASK_NEEDS_REVIEW,
     hold_quota,
-    record_result_event,
+    record_event,
     release_quota,
     take_quota,
     write_audit,
@@ -193,7 +196,7 @@ def task_accept(
     take_quota(task)
     task.save(force_insert=True)
     hold_quota(task)
-    write_audit(
+    audit = write_audit(
         task=task,
         operation_id=new_id(),
         actor_id=actor_id,
@@ -204,6 +207,7 @@ def task_accept(
         after={"state": task.state, "revision": "1"},
         now=now,
     )
+    record_event(task, kind=TASK_ACCEPTED, audit=audit, now=now)
     return task
 
 
@@ -286,7 +290,7 @@ def attempt_finish(
     task.save()
     if not parked:
         release_quota(task)
-    write_audit(
+    audit = write_audit(
         task=task,
         operation_id=new_id(),
         actor_id=worker_actor_id,
@@ -302,8 +306,7 @@ def attempt_finish(
         },
         now=now,
     )
-    kind = "task.needs_review" if parked else "task.completed"
-    record_result_event(task, kind=kind, now=now)
+    record_event(task, kind=TASK_NEEDS_REVIEW if parked else TASK_COMPLETED, audit=audit, now=now)
     return task
 
 
@@ -321,7 +324,7 @@ def task_park_silent(*, task: Task, actor_id: str) -> Task:
     task.revision += 1
     task.updated_at = now
     task.save()
-    write_audit(
+    audit = write_audit(
         task=task,
         operation_id=new_id(),
         actor_id=actor_id,
@@ -337,7 +340,7 @@ def task_park_silent(*, task: Task, actor_id: str) -> Task:
         },
         now=now,
     )
-    record_result_event(task, kind="task.needs_review", now=now)
+    record_event(task, kind=TASK_NEEDS_REVIEW, audit=audit, now=now)
     return task
 
 
@@ -368,7 +371,7 @@ def task_cancel(*, task: Task, actor_id: str, reason: str) -> Task:
     task.completed_at = task.updated_at = now
     task.save()
     release_quota(task)
-    write_audit(
+    audit = write_audit(
         task=task,
         operation_id=new_id(),
         actor_id=actor_id,
@@ -379,4 +382,5 @@ def task_cancel(*, task: Task, actor_id: str, reason: str) -> Task:
         after={"state": task.state, "revision": str(task.revision)},
         now=now,
     )
+    record_event(task, kind=TASK_COMPLETED, audit=audit, now=now)
     return task

@@ -77,6 +77,8 @@ class Permission(models.TextChoices):
     REVIEW = "tasks:review"
     RETRY = "tasks:retry"
     AUDIT_READ = "tasks:audit:read"
+    # Managing and reading event subscriptions (docs/events.md); not a recovery permission.
+    SUBSCRIBE = "events:subscribe"
 
 
 RECOVERY_PERMISSIONS = frozenset({Permission.REVIEW, Permission.RETRY, Permission.AUDIT_READ})
@@ -335,18 +337,37 @@ class IdempotencyRecord(models.Model):
         return f"{self.action} on {self.task_id}"
 
 
-class ResultEvent(models.Model):
-    """A result notification for subscribers. Frozen once written; a review adds a new one at a
-    higher revision instead of changing the earlier needs-review event (RV6)."""
+class TaskEvent(models.Model):
+    """One event of a task's life, for subscribers of the event stream (I3, docs/events.md).
+
+    Written in the transaction of the change it reports and frozen once written:
+
+    - the result events: ``task.needs_review`` when a task is parked, ``task.completed`` when
+      it reaches a terminal state (by execution, cancellation or review), each with the task's
+      ``result`` at that revision; a review adds one at the new revision and never changes the
+      earlier needs-review event (RV5, RV6);
+    - ``task.accepted`` for every new task, a retry successor included (RT9: its ``detail``
+      holds ``retry_of`` and the retry's ``retry_audit_id``);
+    - the recovery operations, ``task.review`` and ``task.retry`` (``detail``:
+      ``retry_task_id``), on the task they act on.
+
+    ``audit_id`` names the record, on this event's own task, of the operation that caused it.
+    ``sequence`` orders the events as they were written; the event stream hands them out per
+    subscription (``orbit_console/events``).
+    """
 
     sequence = models.BigAutoField(primary_key=True)
     event_id = _id_field(unique=True, default=new_id, editable=False)
     namespace_id = _id_field()
+    queue_id = _id_field(default="")
     task_id = _id_field(db_index=True)
     kind = models.CharField(max_length=32)
     state = models.CharField(max_length=16, choices=TaskState.choices)
     revision = models.PositiveBigIntegerField()
     result = models.TextField(null=True, blank=True)  # noqa: DJ001
+    audit_id = _id_field(default="")
+    # JSON text: what an event of this kind carries besides the common fields.
+    detail = models.TextField(default="{}")
     created_at = models.DateTimeField()
 
     def __str__(self) -> str:

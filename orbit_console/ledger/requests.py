@@ -48,11 +48,13 @@ class RetryRequest:
     digest: str
 
 
-def _invalid(field: str, message: str) -> InvalidArgument:
+def invalid_field(field: str, message: str) -> InvalidArgument:
     return InvalidArgument(f"{field}: {message}", field=field)
 
 
-def _members(body: bytes, allowed: set[str], required: set[str]) -> dict[str, strictjson.Member]:
+def body_members(
+    body: bytes, allowed: set[str], required: set[str]
+) -> dict[str, strictjson.Member]:
     if len(body) > MAX_BODY_BYTES:
         raise InvalidArgument(f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
@@ -68,16 +70,16 @@ def _members(body: bytes, allowed: set[str], required: set[str]) -> dict[str, st
     return members
 
 
-def _digest(members: dict[str, strictjson.Member]) -> str:
+def body_digest(members: dict[str, strictjson.Member]) -> str:
     canonical = strictjson.canonical({name: member.value for name, member in members.items()})
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _string(field: str, value: Any) -> str:
+def string_field(field: str, value: Any) -> str:
     if value is None:
-        raise _invalid(field, "must not be null")
+        raise invalid_field(field, "must not be null")
     if not isinstance(value, str):
-        raise _invalid(field, "must be a string")
+        raise invalid_field(field, "must be a string")
     return value
 
 
@@ -85,39 +87,39 @@ def _rule(field: str, check: Callable[[Any], Any], value: Any) -> Any:
     try:
         return check(value)
     except RuleError as exc:
-        raise _invalid(field, str(exc)) from None
+        raise invalid_field(field, str(exc)) from None
 
 
 def parse_revision(value: Any) -> int:
-    return _rule("expected_revision", check_revision, _string("expected_revision", value))
+    return _rule("expected_revision", check_revision, string_field("expected_revision", value))
 
 
 def parse_reason(value: Any) -> str:
-    return _rule("reason", check_reason, _string("reason", value))
+    return _rule("reason", check_reason, string_field("reason", value))
 
 
 def parse_evidence_ref(value: Any) -> str:
-    return _rule("evidence_ref", check_evidence_ref, _string("evidence_ref", value))
+    return _rule("evidence_ref", check_evidence_ref, string_field("evidence_ref", value))
 
 
 def _confirmation(field: str, value: Any, meaning: str) -> None:
     if value is None:
-        raise _invalid(field, "must not be null")
+        raise invalid_field(field, "must not be null")
     if not isinstance(value, bool):
-        raise _invalid(field, "must be the boolean true")
+        raise invalid_field(field, "must be the boolean true")
     if value is not True:
-        raise _invalid(field, f"must be true: {meaning}")
+        raise invalid_field(field, f"must be true: {meaning}")
 
 
 def _time(field: str, value: Any) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _invalid(field, "must be a string or null")
+        raise invalid_field(field, "must be a string or null")
     try:
         return parse_utc(value)
     except TimeFormatError as exc:
-        raise _invalid(field, str(exc)) from None
+        raise invalid_field(field, str(exc)) from None
 
 
 def parse_review(body: bytes) -> ReviewRequest:
@@ -130,7 +132,7 @@ def parse_review(body: bytes) -> ReviewRequest:
         "outcome",
         "result",
     }
-    members = _members(body, allowed=fields, required=fields)
+    members = body_members(body, allowed=fields, required=fields)
     revision = parse_revision(members["expected_revision"].value)
     reason = parse_reason(members["reason"].value)
     evidence_ref = parse_evidence_ref(members["evidence_ref"].value)
@@ -139,28 +141,28 @@ def parse_review(body: bytes) -> ReviewRequest:
         members["execution_settled"].value,
         "confirm that every earlier execution has ended and will have no further effect",
     )
-    outcome = _string("outcome", members["outcome"].value)
+    outcome = string_field("outcome", members["outcome"].value)
     if outcome not in REVIEW_OUTCOMES:
-        raise _invalid("outcome", "must be SUCCEEDED or FAILED")
+        raise invalid_field("outcome", "must be SUCCEEDED or FAILED")
     result = members["result"]
     if result.value is None:
-        raise _invalid("result", "must not be null")
+        raise invalid_field("result", "must not be null")
     if len(result.raw.encode()) > MAX_RESULT_BYTES:
-        raise _invalid("result", f"is larger than {MAX_RESULT_BYTES} bytes")
+        raise invalid_field("result", f"is larger than {MAX_RESULT_BYTES} bytes")
     return ReviewRequest(
         expected_revision=revision,
         reason=reason,
         evidence_ref=evidence_ref,
         outcome=outcome,
         result=result.raw,
-        digest=_digest(members),
+        digest=body_digest(members),
     )
 
 
 def parse_retry(body: bytes) -> RetryRequest:
     """RT2, RT3 (the static part: formats and ranges)."""
     required = {"expected_revision", "reason", "evidence_ref", "safe_to_retry", "task_timeout_ms"}
-    members = _members(
+    members = body_members(
         body, allowed=required | {"available_at", "start_deadline_at"}, required=required
     )
     revision = parse_revision(members["expected_revision"].value)
@@ -173,9 +175,9 @@ def parse_retry(body: bytes) -> RetryRequest:
     )
     timeout = members["task_timeout_ms"].value
     if timeout is None:
-        raise _invalid("task_timeout_ms", "must not be null")
+        raise invalid_field("task_timeout_ms", "must not be null")
     if isinstance(timeout, bool) or not isinstance(timeout, int):
-        raise _invalid("task_timeout_ms", "must be an integer number of milliseconds")
+        raise invalid_field("task_timeout_ms", "must be an integer number of milliseconds")
     _rule("task_timeout_ms", check_task_timeout_ms, timeout)
     available = members.get("available_at")
     deadline = members.get("start_deadline_at")
@@ -186,5 +188,5 @@ def parse_retry(body: bytes) -> RetryRequest:
         task_timeout_ms=timeout,
         available_at=_time("available_at", available.value) if available else None,
         start_deadline_at=_time("start_deadline_at", deadline.value) if deadline else None,
-        digest=_digest(members),
+        digest=body_digest(members),
     )

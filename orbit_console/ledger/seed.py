@@ -21,17 +21,25 @@ from orbit_console.ledger.lifecycle import (
     task_cancel,
     task_park_silent,
 )
-from orbit_console.ledger.models import Attempt, AttemptOutcome, OwnerKind, Permission
+from orbit_console.ledger.models import (
+    RECOVERY_PERMISSIONS,
+    Attempt,
+    AttemptOutcome,
+    OwnerKind,
+    Permission,
+)
 from orbit_console.lib.ids import new_id
 
 PAYLOAD = '{"object_ref":"objects/input","sequence":9007199254740993}'
 ALL: list[str] = [Permission.READ, Permission.REVIEW, Permission.RETRY, Permission.AUDIT_READ]
 TOKEN_PERMISSIONS: dict[str, list[str]] = {
-    "admin": ALL,
+    "admin": [*ALL, Permission.SUBSCRIBE],
     "reviewer": [Permission.READ, Permission.REVIEW],
     "retrier": [Permission.READ, Permission.RETRY],
     "auditor": [Permission.READ, Permission.AUDIT_READ],
     "reader": [Permission.READ],
+    # A consumer of the event stream: it reads what each event prompts it to read again.
+    "subscriber": [Permission.READ, Permission.AUDIT_READ, Permission.SUBSCRIBE],
 }
 
 
@@ -45,7 +53,7 @@ def seed_world(*, label: str = "seed") -> dict[str, Any]:
 
     tokens: dict[str, str] = {}
     for name, permissions in TOKEN_PERMISSIONS.items():
-        recovery = bool(set(permissions) - {Permission.READ})
+        recovery = bool(set(permissions) & RECOVERY_PERMISSIONS)
         _, tokens[name] = credential_issue(
             namespace=namespace,
             actor_name=name,

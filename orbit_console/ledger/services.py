@@ -8,7 +8,8 @@ Each is one transaction (RV5) shaped the same way:
    lock sees what the winner committed (C7);
 3. decide in the order of O3 — replay or ``IDEMPOTENCY_CONFLICT``, then ``STATE_CONFLICT`` and
    the time-dependent checks, then quota (429);
-4. write everything: task, successor, audit records, idempotency receipt, result event.
+4. write everything: task, successor, audit records, idempotency receipt, task events (the
+   recovery operation's, and the completion or the successor's acceptance).
 
 Any refusal raises and rolls the whole transaction back, so a 429 leaves no idempotency record
 (RT7) and nothing is ever stored without its audit. The unique indexes on the idempotency scope
@@ -28,8 +29,10 @@ from django.utils import timezone
 
 from orbit_console.ledger.errors import IdempotencyConflict, InvalidArgument, StateConflict
 from orbit_console.ledger.journal import (
+    TASK_ACCEPTED,
+    TASK_COMPLETED,
     hold_quota,
-    record_result_event,
+    record_event,
     release_quota,
     take_quota,
     write_audit,
@@ -130,7 +133,8 @@ def _review(credential: Credential, task_id: str, key: str, request: ReviewReque
     # A task that was NEEDS_REVIEW until now has no retry successor: RT1 refuses to retry it.
     detail = task_detail(task, retry_successor_id=None)
     _store_receipt(credential, REVIEW, task, key, request.digest, 200, audit.id, detail, now)
-    record_result_event(task, kind="task.completed", now=now)
+    record_event(task, kind=REVIEW, audit=audit, now=now)
+    record_event(task, kind=TASK_COMPLETED, audit=audit, now=now)
     return Receipt(200, {"task": detail, "audit_id": audit.id, "deduplicated": False})
 
 
@@ -243,7 +247,7 @@ def _retry(credential: Credential, task_id: str, key: str, request: RetryRequest
         },
         now=now,
     )
-    write_audit(
+    accepted = write_audit(
         task=child,
         operation_id=operation_id,
         actor_id=credential.actor_id,
@@ -258,6 +262,14 @@ def _retry(credential: Credential, task_id: str, key: str, request: RetryRequest
             "audit_id": audit.id,
         },
         now=now,
+    )
+    record_event(source, kind=RETRY, audit=audit, now=now, detail={"retry_task_id": child.id})
+    record_event(
+        child,
+        kind=TASK_ACCEPTED,
+        audit=accepted,
+        now=now,
+        detail={"retry_of": source.id, "retry_audit_id": audit.id},
     )
     detail = task_detail(child, retry_successor_id=None)
     _store_receipt(credential, RETRY, source, key, request.digest, 201, audit.id, detail, now)

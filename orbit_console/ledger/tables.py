@@ -9,8 +9,8 @@ from orbit_console.ledger.models import (
     IdempotencyRecord,
     OperationAudit,
     Queue,
-    ResultEvent,
     Task,
+    TaskEvent,
 )
 from orbit_console.lib.rows import Rows
 
@@ -18,7 +18,7 @@ APPLICATIONS = Rows(Application)
 ATTEMPTS = Rows(Attempt)
 AUDIT = Rows(OperationAudit)
 CREDENTIALS = Rows(Credential)
-EVENTS = Rows(ResultEvent)
+EVENTS = Rows(TaskEvent)
 QUEUES = Rows(Queue)
 RECEIPTS = Rows(IdempotencyRecord)
 REPORTS = Rows(AttemptReport)

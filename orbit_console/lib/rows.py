@@ -123,7 +123,8 @@ class Rows[M: Model]:
     # --- Writing --------------------------------------------------------------------------------
 
     def insert(self, instance: M) -> None:
-        """``INSERT`` every concrete field of ``instance`` (no auto-increment key is read back)."""
+        """``INSERT`` every concrete field of ``instance``; an auto-increment key is the
+        database's, and is set on ``instance`` from the insert (both drivers report it)."""
         statements = self._statements()
         connection = self.connection
         values = [
@@ -132,6 +133,8 @@ class Rows[M: Model]:
         ]
         with connection.cursor() as cursor:
             cursor.execute(statements.insert, values)
+            if statements.auto_key is not None:
+                setattr(instance, statements.auto_key, cursor.lastrowid)
         instance._state.adding = False
         instance._state.db = self.using
 
@@ -173,6 +176,9 @@ class _Statements:
         self.insert_fields = [
             field for field in rows.fields if not getattr(field, "db_returning", False)
         ]
+        self.auto_key = next(
+            (field.attname for field in rows.fields if getattr(field, "db_returning", False)), None
+        )
         columns = ", ".join(quote(_column(field)) for field in self.insert_fields)
         marks = ", ".join(["%s"] * len(self.insert_fields))
         self.insert = f"INSERT INTO {table} ({columns}) VALUES ({marks})"  # noqa: S608 -- the model's own names

@@ -16,7 +16,7 @@ from django.db import DatabaseError, connection
 
 from orbit_console.decisions.models import ConsoleEvent, Submission
 from orbit_console.decisions.submissions import record_event
-from orbit_console.ledger.models import IdempotencyRecord, OperationAudit, ResultEvent, Task
+from orbit_console.ledger.models import IdempotencyRecord, OperationAudit, Task, TaskEvent
 from tests.audit.conftest import AUDIT_TABLE, CONSOLE_TABLE, execute, inserts_refused, trigger_names
 from tests.console.web import (
     Console,
@@ -233,7 +233,7 @@ def test_review_fails_closed_when_the_audit_cannot_be_written_RV5(
     body = review_body()
     before = task_row(task_id)
     audits = OperationAudit.objects.filter(task_id=task_id).count()
-    results = ResultEvent.objects.filter(task_id=task_id).count()
+    results = TaskEvent.objects.filter(task_id=task_id).count()
 
     with inserts_refused(AUDIT_TABLE):
         answer = post(api, task_id, "review", token, body, key=key)
@@ -244,7 +244,7 @@ def test_review_fails_closed_when_the_audit_cannot_be_written_RV5(
     assert task_row(task_id) == before
     assert task_row(task_id)[:2] == ("NEEDS_REVIEW", int(REVIEW_REVISION))
     assert OperationAudit.objects.filter(task_id=task_id).count() == audits
-    assert ResultEvent.objects.filter(task_id=task_id).count() == results
+    assert TaskEvent.objects.filter(task_id=task_id).count() == results
     assert not IdempotencyRecord.objects.filter(task_id=task_id).exists()
     current = get_task(api, task_id, token).json()["data"]
     assert (current["state"], current["revision"]) == ("NEEDS_REVIEW", REVIEW_REVISION)

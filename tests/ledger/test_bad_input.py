@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_console.ledger.models import IdempotencyRecord, OperationAudit, ResultEvent, Task
+from orbit_console.ledger.models import IdempotencyRecord, OperationAudit, Task, TaskEvent
 from orbit_console.lib.rfc3339 import format_utc
 from tests.support.orbit import bearer, new_key, post, retry_body, review_body
 
@@ -377,7 +377,7 @@ def ledger_state(namespace_id: str, task_id: str) -> dict[str, Any]:
             task.attempt_count,
         ),
         "audits": OperationAudit.objects.filter(task_id=task_id).count(),
-        "events": ResultEvent.objects.filter(task_id=task_id).count(),
+        "events": TaskEvent.objects.filter(task_id=task_id).count(),
         "receipts": IdempotencyRecord.objects.filter(namespace_id=namespace_id).count(),
         "successors": Task.objects.filter(retry_of=task_id).count(),
         "namespace_tasks": Task.objects.filter(namespace_id=namespace_id).count(),

@@ -21,8 +21,8 @@ from orbit_console.ledger.models import (
     OperationAudit,
     Permission,
     Queue,
-    ResultEvent,
     Task,
+    TaskEvent,
 )
 from orbit_console.ledger.seed import ALL, seed_world
 from orbit_console.lib.ids import new_id
@@ -71,7 +71,7 @@ def ledger_state(namespace_id: str, task_id: str) -> dict[str, Any]:
         "audits": OperationAudit.objects.filter(task_id=task_id).count(),
         "receipts": IdempotencyRecord.objects.filter(namespace_id=namespace_id).count(),
         "successors": Task.objects.filter(retry_of=task_id).count(),
-        "events": ResultEvent.objects.filter(task_id=task_id).count(),
+        "events": TaskEvent.objects.filter(task_id=task_id).count(),
     }
 
 

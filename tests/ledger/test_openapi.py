@@ -6,6 +6,7 @@ every endpoint, successes and errors, validate against the schema documented for
 """
 
 import copy
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from django.urls import URLPattern, resolve
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from orbit_console.events import urls as events_urls
 from orbit_console.ledger.api import urls as api_urls
 from orbit_console.ledger.lifecycle import actor_id_for, credential_issue, task_accept_for_plan
 from orbit_console.ledger.models import Namespace, OperationAudit, Permission, Queue
@@ -24,6 +26,9 @@ from orbit_console.lib.ids import new_id
 from tests.support.orbit import bearer, new_key, post, retry_body, review_body
 
 METHODS = ("get", "post", "put", "patch", "delete")
+DOCUMENTS = {"/v1/openapi.json", "/v1/asyncapi.json"}  # no credential, no envelope
+# About the credential's own scope, not something to look up: nothing to be not found.
+SCOPE_WIDE = {("/v1/credential", "get"), ("/v1/subscriptions", "get")}
 NO_SUCH_ENDPOINT = "no such endpoint"
 CUSTOM_VERBS = {"review", "retry"}  # views.task_resource
 
@@ -126,12 +131,11 @@ def test_every_operation_documents_responses_and_a_permission(document: dict[str
         for status, response in operation["responses"].items():
             assert re.fullmatch(r"[1-5]\d\d", status), (template, status)
             assert "$ref" in response["content"]["application/json"]["schema"] or (
-                template == "/v1/openapi.json"
+                template in DOCUMENTS
             )
-        if template != "/v1/openapi.json":
+        if template not in DOCUMENTS:
             assert operation["x-permission"] in {p.value for p in Permission}
-            # The credential endpoint is about the token itself: nothing to be not found.
-            expected = ("401", "403") if template == "/v1/credential" else ("401", "403", "404")
+            expected = ("401", "403") if (template, method) in SCOPE_WIDE else ("401", "403", "404")
             for status in expected:
                 assert status in operation["responses"], (template, method, status)
         for parameter in operation.get("parameters", []):
@@ -146,7 +150,7 @@ def test_every_operation_documents_responses_and_a_permission(document: dict[str
 def test_every_route_is_documented(document: dict[str, Any]) -> None:
     routes = {
         "v1/" + str(pattern.pattern)
-        for pattern in api_urls.urlpatterns
+        for pattern in [*api_urls.urlpatterns, *events_urls.urlpatterns]
         if isinstance(pattern, URLPattern) and str(pattern.pattern) != "^.*$"
     }
     documented = {route_of(fill(template)) for template in document["paths"]}
@@ -200,7 +204,7 @@ def test_documented_query_parameters_are_exactly_the_accepted_ones_AU2(
     task_id = world["tasks"]["failed"]
     audit_id = OperationAudit.objects.filter(task_id=task_id).values_list("id", flat=True)[0]
     for template, method, operation in operations(document):
-        if method != "get" or template == "/v1/openapi.json":
+        if method != "get" or template in DOCUMENTS:
             continue
         path = fill(template, task_id=task_id, audit_id=audit_id)
         for parameter in operation.get("parameters", []):
@@ -236,7 +240,8 @@ def exchanges(api: httpx.Client, world: dict[str, Any]) -> list[tuple[str, str, 
         response = post(api, task_id, verb, token, body, key=key)
         got.append((template, "post", response))
 
-    got.append(("/v1/openapi.json", "get", api.get("/v1/openapi.json")))
+    for document in DOCUMENTS:
+        got.append((document, "get", api.get(document)))
 
     # Writes: success, replay, each error.
     review_t, retry_t = "/v1/tasks/{task_id}:review", "/v1/tasks/{task_id}:retry"
@@ -332,6 +337,44 @@ def exchanges(api: httpx.Client, world: dict[str, Any]) -> list[tuple[str, str, 
     get(attempts_t, None, task_id=tasks["failed"])
     get(attempts_t, audit_only, task_id=tasks["failed"])
     get(attempts_t, world["tokens"]["other_namespace"], task_id=tasks["failed"])
+
+    # The event stream's subscriptions (docs/events.md).
+    subscriber = world["tokens"]["subscriber"]
+
+    def subscription(method: str, path: str, token: str | None, **kwargs: Any) -> httpx.Response:
+        headers = {**(bearer(token) if token else {}), **kwargs.pop("headers", {})}
+        response = api.request(method.upper(), path, headers=headers, **kwargs)
+        template = "/v1/subscriptions" if path.count("/") == 2 else "/v1/subscriptions/{id}"
+        template = template.replace("{id}", "{subscription_id}")
+        got.append((template, method, response))
+        return response
+
+    def create(token: str | None, body: Any, key: str) -> httpx.Response:
+        headers = {"Idempotency-Key": key, "Content-Type": "application/json"}
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return subscription("post", "/v1/subscriptions", token, headers=headers, content=content)
+
+    key = new_key()
+    created = create(subscriber, {"name": "schema", "lease_ms": 5000}, key).json()["data"]
+    create(subscriber, {"name": "schema", "lease_ms": 5000}, key)  # replay
+    create(subscriber, {"name": "other"}, key)  # 409
+    create(subscriber, {"name": "scoped", "queue_ids": [world["queue_id"]]}, new_key())
+    create(subscriber, {"name": "x", "queue_ids": [new_id()]}, new_key())  # 400: no such queue
+    create(subscriber, {"name": ""}, new_key())
+    create(None, {"name": "x"}, new_key())
+    create(reader, {"name": "x"}, new_key())
+    listing = "/v1/subscriptions"
+    subscription("get", listing, subscriber)
+    subscription("get", listing, subscriber, params={"limit": 0})
+    subscription("get", listing, None)
+    subscription("get", listing, reader)
+    one = f"/v1/subscriptions/{created['id']}"
+    for method in ("get", "delete"):
+        subscription(method, f"/v1/subscriptions/{new_id()}", subscriber)
+        subscription(method, "/v1/subscriptions/NOT-AN-ID", subscriber)
+        subscription(method, one, None)
+        subscription(method, one, reader)
+        subscription(method, one, subscriber)
     return got
 
 
@@ -353,11 +396,13 @@ def test_real_responses_match_the_documented_schemas(
         statuses = seen[(template, method)]
         successes = {int(s) for s in operation["responses"] if s.startswith("2")}
         assert successes <= statuses, (template, method, statuses)
-        if template != "/v1/openapi.json":
+        if template not in DOCUMENTS:
             assert {400, 401, 403} <= statuses, (template, method, statuses)
     assert 404 in seen[("/v1/tasks/{task_id}", "get")]
     assert {409, 429} <= seen[("/v1/tasks/{task_id}:retry", "post")]
     assert 409 in seen[("/v1/tasks/{task_id}:review", "post")]
+    assert 409 in seen[("/v1/subscriptions", "post")]
+    assert 404 in seen[("/v1/subscriptions/{subscription_id}", "delete")]
 
 
 def test_request_bodies_match_the_documented_schemas(document: dict[str, Any]) -> None:

@@ -46,6 +46,7 @@ TOKEN_NAMES = {
     "retrier",
     "auditor",
     "reader",
+    "subscriber",
     "other_queue",
     "other_namespace",
 }
@@ -189,11 +190,15 @@ def test_seed_token_permissions_C3(
 @pytest.mark.parametrize(
     ("token", "permissions"),
     [
-        ("admin", {"tasks:read", "tasks:review", "tasks:retry", "tasks:audit:read"}),
+        (
+            "admin",
+            {"tasks:read", "tasks:review", "tasks:retry", "tasks:audit:read", "events:subscribe"},
+        ),
         ("reviewer", {"tasks:read", "tasks:review"}),
         ("retrier", {"tasks:read", "tasks:retry"}),
         ("auditor", {"tasks:read", "tasks:audit:read"}),
         ("reader", {"tasks:read"}),
+        ("subscriber", {"tasks:read", "tasks:audit:read", "events:subscribe"}),
         ("other_queue", {"tasks:read", "tasks:review", "tasks:retry", "tasks:audit:read"}),
         ("other_namespace", {"tasks:read", "tasks:review", "tasks:retry", "tasks:audit:read"}),
     ],

@@ -26,8 +26,8 @@ from orbit_console.ledger.models import (
     IdempotencyRecord,
     OperationAudit,
     Queue,
-    ResultEvent,
     Task,
+    TaskEvent,
 )
 from orbit_console.ledger.requests import parse_retry, parse_review
 from orbit_console.lib.strictjson import dumps
@@ -187,7 +187,7 @@ def test_racing_identical_reviews_apply_once_and_replay_the_receipt_C7(
     servers: list[DaphneServer], world: dict[str, Any], live_db: None, round_: int
 ) -> None:
     task_id = world["tasks"]["needs_review"]
-    events = ResultEvent.objects.filter(task_id=task_id).count()
+    events = TaskEvent.objects.filter(task_id=task_id, kind="task.completed").count()
     in_use = queue_in_use(task_id)
     key = new_key()
 
@@ -201,7 +201,7 @@ def test_racing_identical_reviews_apply_once_and_replay_the_receipt_C7(
     assert {d["audit_id"] for d in data} == {audits[0].id}
     assert {d["task"]["revision"] for d in data} == {"4"}
     assert Task.objects.get(id=task_id).revision == 4
-    assert ResultEvent.objects.filter(task_id=task_id).count() == events + 1
+    assert TaskEvent.objects.filter(task_id=task_id, kind="task.completed").count() == events + 1
     assert queue_in_use(task_id) == in_use - 1  # one unit released, not eight
 
 

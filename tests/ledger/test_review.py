@@ -25,8 +25,8 @@ from orbit_console.ledger.models import (
     Plan,
     PlanTrigger,
     Queue,
-    ResultEvent,
     Task,
+    TaskEvent,
     TaskState,
 )
 from orbit_console.lib.ids import new_id
@@ -71,7 +71,7 @@ def test_review_writes_task_audit_and_event_in_one_go_RV5(
     api: httpx.Client, world: dict[str, Any], live_db: None
 ) -> None:
     task_id = world["tasks"]["needs_review"]
-    events_before = ResultEvent.objects.filter(task_id=task_id).count()
+    events_before = TaskEvent.objects.filter(task_id=task_id).count()
 
     response = review(api, world)
 
@@ -79,7 +79,13 @@ def test_review_writes_task_audit_and_event_in_one_go_RV5(
     assert task.state == "FAILED" and task.revision == 4 and task.completed_at is not None
     audit = OperationAudit.objects.get(id=response.json()["data"]["audit_id"])
     assert audit.action == "task.review"
-    assert ResultEvent.objects.filter(task_id=task_id).count() == events_before + 1
+    # The new result event, and the recovery operation's own event (docs/events.md), both
+    # naming the review's audit record.
+    new_events = TaskEvent.objects.filter(task_id=task_id).order_by("sequence")[events_before:]
+    assert [(e.kind, e.state, e.revision, e.audit_id) for e in new_events] == [
+        ("task.review", "FAILED", 4, audit.id),
+        ("task.completed", "FAILED", 4, audit.id),
+    ]
 
 
 def test_review_of_wrong_revision_is_a_state_conflict_RV1(
@@ -134,7 +140,7 @@ def _ledger_snapshot(task_id: str) -> dict[str, Any]:
     return {
         "task": task,
         "audits": list(OperationAudit.objects.filter(task_id=task_id).order_by("seq").values()),
-        "events": list(ResultEvent.objects.filter(task_id=task_id).order_by("sequence").values()),
+        "events": list(TaskEvent.objects.filter(task_id=task_id).order_by("sequence").values()),
         "receipts": IdempotencyRecord.objects.filter(task_id=task_id).count(),
         "queue": Queue.objects.filter(id=task["queue_id"]).values_list("in_use", flat=True).get(),
         "application": Application.objects.filter(id=task["application_id"])
@@ -321,7 +327,7 @@ def test_review_stores_and_returns_the_result_text_exactly_as_sent_RV3(
     stored = get_task(api, task_id, world["tokens"]["reader"])
     assert f'"result":{result_text},' in stored.text
     assert Task.objects.get(id=task_id).result == result_text
-    assert ResultEvent.objects.filter(task_id=task_id).latest("sequence").result == result_text
+    assert TaskEvent.objects.filter(task_id=task_id).latest("sequence").result == result_text
 
 
 def test_review_result_numbers_keep_their_exact_value_RV3(
@@ -399,10 +405,13 @@ def test_review_releases_one_unit_of_quota_and_records_audit_and_event_RV5(
     assert new_audits[0]["id"] == response.json()["data"]["audit_id"]
     assert after["receipts"] == before["receipts"] + 1
     new_events = after["events"][len(before["events"]) :]
-    assert len(new_events) == 1
-    assert new_events[0]["revision"] == 4
-    assert new_events[0]["state"] == TaskState.SUCCEEDED
-    assert new_events[0]["result"] == EXACT_RESULT
+    # The recovery operation's event, then the new result event with the exact result.
+    assert [event["kind"] for event in new_events] == ["task.review", "task.completed"]
+    completed = new_events[1]
+    assert completed["revision"] == 4
+    assert completed["state"] == TaskState.SUCCEEDED
+    assert completed["result"] == EXACT_RESULT
+    assert new_events[0]["result"] is None  # only result events carry the result
 
 
 # --- RV6: history is never rewritten ---------------------------------------------------------
@@ -416,7 +425,7 @@ def test_review_leaves_attempts_late_reports_and_earlier_events_untouched_RV6(
     reports = list(AttemptReport.objects.filter(task_id=task_id).values())
     assert [attempt["outcome"] for attempt in attempts] == [AttemptOutcome.UNKNOWN]
     assert len(reports) == 1
-    parked_event = ResultEvent.objects.filter(task_id=task_id, kind="task.needs_review").values()
+    parked_event = TaskEvent.objects.filter(task_id=task_id, kind="task.needs_review").values()
     parked = parked_event.get()
 
     response = review(api, world, outcome="SUCCEEDED")
@@ -425,7 +434,7 @@ def test_review_leaves_attempts_late_reports_and_earlier_events_untouched_RV6(
     assert list(Attempt.objects.filter(task_id=task_id).order_by("number").values()) == attempts
     assert list(AttemptReport.objects.filter(task_id=task_id).values()) == reports
     assert parked_event.get() == parked
-    latest = ResultEvent.objects.filter(task_id=task_id).latest("sequence")
+    latest = TaskEvent.objects.filter(task_id=task_id).latest("sequence")
     assert latest.sequence > parked["sequence"]
     assert latest.revision == 4 > parked["revision"]
     assert latest.state == TaskState.SUCCEEDED

@@ -13,14 +13,14 @@ from orbit_console.ledger.models import (
     IdempotencyRecord,
     Namespace,
     Queue,
-    ResultEvent,
     Task,
+    TaskEvent,
 )
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.rows import Rows
 
 TASKS = Rows(Task)
-EVENTS = Rows(ResultEvent)
+EVENTS = Rows(TaskEvent)
 RECEIPTS = Rows(IdempotencyRecord)
 
 
@@ -108,8 +108,8 @@ def test_an_update_writes_the_named_fields_only(task: Task) -> None:
 
 
 def test_an_insert_leaves_the_auto_increment_key_to_the_database(task: Task) -> None:
-    """ResultEvent's ``sequence`` is the database's; its other fields are written as given."""
-    event = ResultEvent(
+    """TaskEvent's ``sequence`` is the database's; its other fields are written as given."""
+    event = TaskEvent(
         namespace_id=task.namespace_id,
         task_id=task.id,
         kind="task.completed",
@@ -119,10 +119,13 @@ def test_an_insert_leaves_the_auto_increment_key_to_the_database(task: Task) -> 
         created_at=task.created_at,
     )
     EVENTS.insert(event)
-    EVENTS.insert(ResultEvent(**{**concrete_values(event), "sequence": None, "event_id": new_id()}))
-    stored = list(ResultEvent.objects.filter(task_id=task.id).order_by("sequence"))
+    second = TaskEvent(**{**concrete_values(event), "sequence": None, "event_id": new_id()})
+    EVENTS.insert(second)
+    stored = list(TaskEvent.objects.filter(task_id=task.id).order_by("sequence"))
     assert stored[0].event_id == event.event_id
     assert stored[0].sequence < stored[1].sequence
+    # The key the database gave is read back onto the instance.
+    assert (event.sequence, second.sequence) == (stored[0].sequence, stored[1].sequence)
 
 
 def test_a_unique_index_still_refuses(task: Task) -> None:

@@ -7,6 +7,7 @@ operation exists, and real responses validate against the schemas below.
 import functools
 import sys
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -108,11 +109,13 @@ STATE = {
 }
 
 
-def _ref(name: str) -> dict[str, str]:
+def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _object(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+def object_schema(
+    required: dict[str, Any], optional: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "type": "object",
         "required": list(required),
@@ -121,13 +124,13 @@ def _object(required: dict[str, Any], optional: dict[str, Any] | None = None) ->
     }
 
 
-def _envelope(data: dict[str, Any]) -> dict[str, Any]:
-    return _object({"request_id": ID, "data": data})
+def envelope(data: dict[str, Any]) -> dict[str, Any]:
+    return object_schema({"request_id": ID, "data": data})
 
 
 def _page(item: str) -> dict[str, Any]:
-    return _object(
-        {"items": {"type": "array", "items": _ref(item)}}, {"next_cursor": {"type": "string"}}
+    return object_schema(
+        {"items": {"type": "array", "items": ref(item)}}, {"next_cursor": {"type": "string"}}
     )
 
 
@@ -135,7 +138,7 @@ def _schemas() -> dict[str, Any]:
     # What every recovery decision carries (C5, C10), review or retry.
     decision = {"expected_revision": REVISION, "reason": REASON, "evidence_ref": _evidence_ref()}
     return {
-        "Error": _object(
+        "Error": object_schema(
             {
                 "request_id": ID,
                 "error": {
@@ -169,7 +172,7 @@ def _schemas() -> dict[str, Any]:
                 },
             }
         ),
-        "RetryPolicy": _object(
+        "RetryPolicy": object_schema(
             {
                 "max_attempts": {"type": "integer"},
                 "initial_delay_ms": {"type": "integer"},
@@ -179,12 +182,12 @@ def _schemas() -> dict[str, Any]:
         ),
         "Owner": {
             "oneOf": [
-                _object({"kind": {"const": "NONE"}}),
-                _object({"kind": {"const": "PLAN"}, "plan_id": ID, "trigger_id": ID}),
-                _object({"kind": {"const": "WORKFLOW"}, "workflow_id": ID}),
+                object_schema({"kind": {"const": "NONE"}}),
+                object_schema({"kind": {"const": "PLAN"}, "plan_id": ID, "trigger_id": ID}),
+                object_schema({"kind": {"const": "WORKFLOW"}, "workflow_id": ID}),
             ]
         },
-        "TaskDetail": _object(
+        "TaskDetail": object_schema(
             {
                 "id": ID,
                 "namespace_id": ID,
@@ -198,12 +201,12 @@ def _schemas() -> dict[str, Any]:
                 "available_at": TIME,
                 "deadline_at": TIME,
                 "recovery_safety": {"type": "string"},
-                "retry": _ref("RetryPolicy"),
+                "retry": ref("RetryPolicy"),
                 "attempt_count": {"type": "integer", "minimum": 0},
                 "created_at": TIME,
                 "updated_at": TIME,
                 "effect_uncertain": {"type": "boolean"},
-                "owner": _ref("Owner"),
+                "owner": ref("Owner"),
                 "gated": {"type": "boolean"},
                 "leased": {"type": "boolean"},
                 "active_attempt": {"type": "boolean"},
@@ -221,7 +224,7 @@ def _schemas() -> dict[str, Any]:
                 "retry_successor_id": ID,
             },
         ),
-        "TaskSummary": _object(
+        "TaskSummary": object_schema(
             {
                 "id": ID,
                 "namespace_id": ID,
@@ -237,7 +240,7 @@ def _schemas() -> dict[str, Any]:
             },
             {"business_key": {"type": "string"}, "completed_at": TIME},
         ),
-        "Operation": _object(
+        "Operation": object_schema(
             {
                 "id": ID,
                 "task_id": ID,
@@ -247,7 +250,7 @@ def _schemas() -> dict[str, Any]:
                 "created_at": TIME,
             }
         ),
-        "OperationDetail": _object(
+        "OperationDetail": object_schema(
             {
                 "id": ID,
                 "task_id": ID,
@@ -261,7 +264,7 @@ def _schemas() -> dict[str, Any]:
             },
             {"evidence_ref": {"type": "string"}},
         ),
-        "LateReport": _object(
+        "LateReport": object_schema(
             {
                 "id": ID,
                 "outcome": {"type": "string", "enum": ["SUCCEEDED", "FAILED", "UNKNOWN"]},
@@ -269,7 +272,7 @@ def _schemas() -> dict[str, Any]:
                 "received_at": TIME,
             }
         ),
-        "Attempt": _object(
+        "Attempt": object_schema(
             {
                 "id": ID,
                 "task_id": ID,
@@ -280,11 +283,11 @@ def _schemas() -> dict[str, Any]:
                     "type": ["string", "null"],
                     "enum": ["SUCCEEDED", "FAILED", "UNKNOWN", None],
                 },
-                "late_reports": {"type": "array", "items": _ref("LateReport")},
+                "late_reports": {"type": "array", "items": ref("LateReport")},
             },
             {"ended_at": TIME, "error": {"type": "string"}},
         ),
-        "ReviewRequest": _object(
+        "ReviewRequest": object_schema(
             {
                 **decision,
                 "execution_settled": {"const": True},
@@ -292,7 +295,7 @@ def _schemas() -> dict[str, Any]:
                 "result": {"not": {"type": "null"}, "description": "At most 256 KiB of JSON text."},
             }
         ),
-        "RetryRequest": _object(
+        "RetryRequest": object_schema(
             {
                 **decision,
                 "safe_to_retry": {"const": True},
@@ -307,22 +310,22 @@ def _schemas() -> dict[str, Any]:
                 "start_deadline_at": TIME_INPUT,
             },
         ),
-        "ReviewReceipt": _envelope(
-            _object(
-                {"task": _ref("TaskDetail"), "audit_id": ID, "deduplicated": {"type": "boolean"}}
+        "ReviewReceipt": envelope(
+            object_schema(
+                {"task": ref("TaskDetail"), "audit_id": ID, "deduplicated": {"type": "boolean"}}
             )
         ),
-        "RetryReceipt": _envelope(
-            _object(
+        "RetryReceipt": envelope(
+            object_schema(
                 {
                     "source_task_id": ID,
-                    "task": _ref("TaskDetail"),
+                    "task": ref("TaskDetail"),
                     "audit_id": ID,
                     "deduplicated": {"type": "boolean"},
                 }
             )
         ),
-        "Credential": _object(
+        "Credential": object_schema(
             {
                 "id": ID,
                 "actor_id": ID,
@@ -338,20 +341,20 @@ def _schemas() -> dict[str, Any]:
             },
             {"expires_at": {"type": "string", "format": "date-time"}},
         ),
-        "CredentialResponse": _envelope(_ref("Credential")),
-        "TaskResponse": _envelope(_ref("TaskDetail")),
-        "TaskPage": _envelope(_page("TaskSummary")),
-        "OperationPage": _envelope(_page("Operation")),
-        "OperationResponse": _envelope(_ref("OperationDetail")),
-        "AttemptPage": _envelope(_page("Attempt")),
+        "CredentialResponse": envelope(ref("Credential")),
+        "TaskResponse": envelope(ref("TaskDetail")),
+        "TaskPage": envelope(_page("TaskSummary")),
+        "OperationPage": envelope(_page("Operation")),
+        "OperationResponse": envelope(ref("OperationDetail")),
+        "AttemptPage": envelope(_page("Attempt")),
     }
 
 
-def _response(schema: str, description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": _ref(schema)}}}
+def response(schema: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ref(schema)}}}
 
 
-def _errors(*statuses: int) -> dict[str, Any]:
+def errors(*statuses: int) -> dict[str, Any]:
     meanings = {
         400: "INVALID_ARGUMENT: nothing was changed",
         401: "UNAUTHENTICATED",
@@ -361,17 +364,17 @@ def _errors(*statuses: int) -> dict[str, Any]:
         429: "QUEUE_FULL or APPLICATION_FULL: send the same request again later",
         503: "UNAVAILABLE: may have been applied; resend the same request",
     }
-    return {str(status): _response("Error", meanings[status]) for status in statuses}
+    return {str(status): response("Error", meanings[status]) for status in statuses}
 
 
-def _parameter(
+def parameter(
     name: str, where: str, schema: dict[str, Any], required: bool = True
 ) -> dict[str, Any]:
     return {"name": name, "in": where, "required": required, "schema": schema}
 
 
-def _described(parameter: dict[str, Any], description: str) -> dict[str, Any]:
-    return {**parameter, "description": description}
+def _described(item: dict[str, Any], description: str) -> dict[str, Any]:
+    return {**item, "description": description}
 
 
 # Rules between query parameters, which a parameter's schema cannot state; each refusal names
@@ -391,15 +394,15 @@ TASK_LIST_CONSTRAINTS = [
     },
 ]
 
-TASK_ID = _parameter("task_id", "path", ID)
-AUDIT_ID = _parameter("audit_id", "path", ID)
-LIMIT = _parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}, False)
-CURSOR = _parameter("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 1024}, False)
-IDEMPOTENCY_KEY = _parameter(
+TASK_ID = parameter("task_id", "path", ID)
+AUDIT_ID = parameter("audit_id", "path", ID)
+LIMIT = parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}, False)
+CURSOR = parameter("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 1024}, False)
+IDEMPOTENCY_KEY = parameter(
     "Idempotency-Key", "header", {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"}
 )
-READ_ERRORS = _errors(400, 401, 403, 404, 503)
-WRITE_ERRORS = _errors(400, 401, 403, 404, 409, 503)
+READ_ERRORS = errors(400, 401, 403, 404, 503)
+WRITE_ERRORS = errors(400, 401, 403, 404, 409, 503)
 
 
 def _write(summary: str, request: str, permission: str, ok: dict[str, Any]) -> dict[str, Any]:
@@ -414,7 +417,7 @@ def _write(summary: str, request: str, permission: str, ok: dict[str, Any]) -> d
                     "At most 512 KiB of UTF-8 JSON (C6): no duplicate keys, no lone surrogates "
                     "(\\ud800), numbers kept exactly as written."
                 ),
-                "content": {"application/json": {"schema": _ref(request)}},
+                "content": {"application/json": {"schema": ref(request)}},
             },
             "responses": {**ok, **WRITE_ERRORS},
         }
@@ -447,8 +450,8 @@ def _paths() -> dict[str, Any]:
                 "summary": "The presented token's own credential: namespace, queues, permissions",
                 "x-permission": "tasks:read",
                 "responses": {
-                    "200": _response("CredentialResponse", "The credential"),
-                    **_errors(400, 401, 403, 503),
+                    "200": response("CredentialResponse", "The credential"),
+                    **errors(400, 401, 403, 503),
                 },
             }
         },
@@ -457,32 +460,32 @@ def _paths() -> dict[str, Any]:
                 "summary": "List tasks (summaries, newest first; never retry_of)",
                 "x-permission": "tasks:read",
                 "parameters": [
-                    _parameter(
+                    parameter(
                         "state",
                         "query",
                         {"type": "string", "pattern": f"^({STATES})(,({STATES}))*$"},
                         False,
                     ),
-                    _parameter("queue_id", "query", ID, False),
-                    _parameter("handler", "query", TEXT_FILTER, False),
-                    _parameter("business_key", "query", TEXT_FILTER, False),
+                    parameter("queue_id", "query", ID, False),
+                    parameter("handler", "query", TEXT_FILTER, False),
+                    parameter("business_key", "query", TEXT_FILTER, False),
                     _described(
-                        _parameter("business_key_prefix", "query", BUSINESS_KEY_PREFIX, False),
+                        parameter("business_key_prefix", "query", BUSINESS_KEY_PREFIX, False),
                         "Tasks whose business_key starts with this text, exactly: case, "
                         "accents and spaces count, and %, _ and \\ are plain characters. Not "
                         "with business_key.",
                     ),
                     _described(
-                        _parameter("updated_after", "query", UPDATED_TIME, False),
+                        parameter("updated_after", "query", UPDATED_TIME, False),
                         "Tasks updated at or after this time (updated_at >= it); earlier "
                         "than updated_before when both are given.",
                     ),
                     _described(
-                        _parameter("updated_before", "query", UPDATED_TIME, False),
+                        parameter("updated_before", "query", UPDATED_TIME, False),
                         "Tasks updated before this time (updated_at < it).",
                     ),
                     _described(
-                        _parameter("error", "query", ERROR_FILTER, False),
+                        parameter("error", "query", ERROR_FILTER, False),
                         "Tasks with at least one attempt whose error contains this text; "
                         "the letters A-Z match in either case, every other character "
                         "exactly (%, _ and \\ are plain characters). Late reports are not read.",
@@ -491,7 +494,7 @@ def _paths() -> dict[str, Any]:
                     CURSOR,
                 ],
                 "x-constraints": TASK_LIST_CONSTRAINTS,
-                "responses": {"200": _response("TaskPage", "A page of tasks"), **READ_ERRORS},
+                "responses": {"200": response("TaskPage", "A page of tasks"), **READ_ERRORS},
             }
         },
         "/v1/tasks/{task_id}": {
@@ -499,23 +502,23 @@ def _paths() -> dict[str, Any]:
                 "summary": "GetTask: the task detail with retry_of and recovery facts",
                 "x-permission": "tasks:read",
                 "parameters": [TASK_ID],
-                "responses": {"200": _response("TaskResponse", "The task"), **READ_ERRORS},
+                "responses": {"200": response("TaskResponse", "The task"), **READ_ERRORS},
             }
         },
         "/v1/tasks/{task_id}:review": _write(
             "Review a NEEDS_REVIEW task (RV)",
             "ReviewRequest",
             "tasks:review",
-            {"200": _response("ReviewReceipt", "Reviewed, or the replayed receipt")},
+            {"200": response("ReviewReceipt", "Reviewed, or the replayed receipt")},
         ),
         "/v1/tasks/{task_id}:retry": _write(
             "Retry a FAILED or CANCELLED task as a new linked task (RT)",
             "RetryRequest",
             "tasks:retry",
             {
-                "201": _response("RetryReceipt", "The successor was created"),
-                "200": _response("RetryReceipt", "The replayed receipt"),
-                **_errors(429),
+                "201": response("RetryReceipt", "The successor was created"),
+                "200": response("RetryReceipt", "The replayed receipt"),
+                **errors(429),
             },
         ),
         "/v1/tasks/{task_id}/operations": {
@@ -524,7 +527,7 @@ def _paths() -> dict[str, Any]:
                 "x-permission": "tasks:audit:read",
                 "parameters": [TASK_ID, LIMIT, CURSOR],
                 "responses": {
-                    "200": _response("OperationPage", "A page of operations"),
+                    "200": response("OperationPage", "A page of operations"),
                     **READ_ERRORS,
                 },
             }
@@ -535,7 +538,7 @@ def _paths() -> dict[str, Any]:
                 "x-permission": "tasks:audit:read",
                 "parameters": [TASK_ID, AUDIT_ID],
                 "responses": {
-                    "200": _response("OperationResponse", "The operation"),
+                    "200": response("OperationResponse", "The operation"),
                     **READ_ERRORS,
                 },
             }
@@ -545,31 +548,51 @@ def _paths() -> dict[str, Any]:
                 "summary": "The task's executions, newest first, with late reports",
                 "x-permission": "tasks:read",
                 "parameters": [TASK_ID, LIMIT, CURSOR],
-                "responses": {"200": _response("AttemptPage", "A page of attempts"), **READ_ERRORS},
+                "responses": {"200": response("AttemptPage", "A page of attempts"), **READ_ERRORS},
             }
         },
     }
+
+
+# Endpoints other apps serve under /v1 describe themselves here when they are ready (the event
+# stream's subscriptions, orbit_console/events), so that the ledger does not import them: each
+# gives its paths and the schemas they refer to.
+Extension = Callable[[], tuple[dict[str, Any], dict[str, Any]]]
+_extensions: list[Extension] = []
+
+
+def document_paths(extension: Extension) -> None:
+    if extension not in _extensions:
+        _extensions.append(extension)
+        document.cache_clear()
 
 
 @functools.cache
 def document() -> dict[str, Any]:
     """Built once, on first use: the evidence_ref pattern is computed from the Unicode
     database (a quarter of a second), which no process should pay at start."""
+    paths, schemas = _paths(), _schemas()
+    for extension in _extensions:
+        more_paths, more_schemas = extension()
+        paths.update(more_paths)
+        schemas.update(more_schemas)
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "Orbit recovery API (embedded ledger)",
             "version": "1",
             "description": (
-                "Manual review, manual retry and the task operation audit. See docs/api.md."
+                "Manual review, manual retry, the task operation audit and the subscriptions "
+                "of the event stream (its frames: /v1/asyncapi.json). See docs/api.md and "
+                "docs/events.md."
             ),
         },
         "components": {
-            "schemas": _schemas(),
+            "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
-        "paths": _paths(),
+        "paths": paths,
     }
 
 

@@ -1,0 +1,360 @@
+"""The event stream's WebSocket, ``/v1/subscriptions/{id}/events``, subprotocol
+``orbit.events.v1`` (I3; the frames: docs/events.md and ``/v1/asyncapi.json``).
+
+The handshake is judged in the recovery API's order (O3): the Origin (an allowed one, before
+anything else: ``EventOriginValidator``), 401 the bearer token, 403 ``events:subscribe``, 400
+the subprotocol and the query, 404 a subscription outside the credential's scope. A refusal is
+the API's error envelope with its HTTP status where the server can answer a handshake with a
+response (uvicorn), else a closed handshake (403).
+
+Once open, the stream hands the subscription's owed events out, oldest first, never more than
+``capacity`` unacknowledged at once, each under a lease; it is woken when events are written
+(``stream_group``) and looks on its own every ``ORBIT_EVENTS_POLL_MS`` (events written by a
+process whose wake-ups cannot reach this one, leases that ran out). The client pings at least
+every ``heartbeat_ms``; a stream that hears nothing for three of them closes (4408), and its
+deliveries come back to the subscription when their leases end. The credential and the
+subscription are checked again every ``ORBIT_EVENTS_RECHECK_SECONDS``: a revoked token closes
+the stream (4401), a deleted subscription too (4404).
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.security.websocket import OriginValidator
+from django.conf import settings
+from django.utils import timezone
+
+from orbit_console.events.deliveries import (
+    Handed,
+    deliveries_claim,
+    deliveries_prune,
+    deliveries_resume,
+    delivery_ack,
+    read_proof,
+    stream_group,
+)
+from orbit_console.events.frames import event_object
+from orbit_console.events.models import Subscription
+from orbit_console.events.subscriptions import within_scope
+from orbit_console.ledger.auth import authenticate_header
+from orbit_console.ledger.errors import (
+    ApiError,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
+from orbit_console.ledger.models import Credential, Permission
+from orbit_console.lib.ids import is_id, new_request_id
+from orbit_console.lib.live import join
+from orbit_console.lib.rfc3339 import format_utc
+from orbit_console.lib.strictjson import dumps
+from orbit_console.ops.metrics import WEBSOCKETS_OPEN
+
+logger = logging.getLogger("orbit.events")
+
+SUBPROTOCOL = "orbit.events.v1"
+CAPACITY = (1, 100)
+DEFAULT_CAPACITY = 8
+MAX_FRAME_CHARS = 64 * 1024
+MAX_RESUME = 100
+# Close codes of an open stream (private range: daphne can send no others).
+CLOSE_BAD_FRAME = 4400
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_GONE = 4404
+CLOSE_SILENT = 4408
+CLOSE_UNAVAILABLE = 4503
+# How often, at most, a stream drops the deliveries past their retention (one query).
+PRUNE_EVERY_SECONDS = 300.0
+_last_prune = 0.0
+
+
+def event_origins() -> list[str]:
+    """The Origins the handshake accepts: ``ORBIT_EVENTS_ALLOWED_ORIGINS``, else the hosts the
+    deployment answers to (``ALLOWED_HOSTS``), as for the console's own sockets."""
+    return settings.ORBIT_EVENTS_ALLOWED_ORIGINS or list(settings.ALLOWED_HOSTS)
+
+
+def EventOriginValidator(application: Any) -> OriginValidator:
+    return OriginValidator(application, event_origins())
+
+
+class EventStream(AsyncWebsocketConsumer):
+    credential: Credential
+    subscription: Subscription
+
+    async def connect(self) -> None:
+        self.request_id = new_request_id()
+        self.opened = False
+        try:
+            await self._admit()
+        except ApiError as error:
+            await self._refuse(error)
+            return
+        group = stream_group(self.subscription.namespace_id)
+        if not await join(self.channel_layer, group, self.channel_name):
+            await self._refuse(ApiError("the event stream is unavailable; connect again later"))
+            return
+        self.group = group
+        await self.accept(SUBPROTOCOL)
+        self.opened = True
+        WEBSOCKETS_OPEN.labels(consumer="events").inc()
+        self.held: dict[int, float] = {}  # delivery id -> when its lease ends (monotonic)
+        self.wake = asyncio.Event()
+        self.heard_at = time.monotonic()
+        await self._send(
+            {
+                "type": "welcome",
+                "subscription_id": self.subscription.id,
+                "capacity": self.capacity,
+                "lease_ms": self.subscription.lease_ms,
+                "heartbeat_ms": settings.ORBIT_EVENTS_HEARTBEAT_MS,
+                "server_time": format_utc(timezone.now()),
+            }
+        )
+        self.pump = asyncio.create_task(self._pump())
+
+    async def disconnect(self, code: int) -> None:
+        if not getattr(self, "opened", False):
+            return
+        self.opened = False
+        WEBSOCKETS_OPEN.labels(consumer="events").dec()
+        self.pump.cancel()
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    # --- The handshake ------------------------------------------------------------------------
+
+    async def _admit(self) -> None:
+        authorization = ""
+        for name, value in self.scope.get("headers", []):
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+        self.credential = await database_sync_to_async(authenticate_header)(
+            authorization, now=timezone.now()
+        )
+        if Permission.SUBSCRIBE not in self.credential.permission_set:
+            raise PermissionDenied(f"the credential lacks the {Permission.SUBSCRIBE} permission")
+        if SUBPROTOCOL not in self.scope.get("subprotocols", []):
+            raise InvalidArgument(f"the {SUBPROTOCOL} subprotocol is required")
+        self.capacity = _capacity(self.scope.get("query_string", b""))
+        subscription_id = self.scope["url_route"]["kwargs"]["subscription_id"]
+        if not is_id(subscription_id):
+            raise InvalidArgument(
+                "subscription_id: must be 32 lowercase hexadecimal characters",
+                field="subscription_id",
+            )
+        self.subscription = await self._subscription_in_scope(subscription_id)
+
+    @database_sync_to_async
+    def _subscription_in_scope(self, subscription_id: str) -> Subscription:
+        subscription = Subscription.objects.filter(id=subscription_id).first()
+        if subscription is None or not within_scope(self.credential, subscription):
+            raise NotFound("no such subscription")
+        return subscription
+
+    async def _refuse(self, error: ApiError) -> None:
+        await refuse_handshake(self, error, self.request_id)
+
+    # --- Frames from the client ---------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        self.heard_at = time.monotonic()
+        frame = _frame(text_data)
+        kind = frame.get("type") if frame is not None else None
+        if kind == "ping":
+            await self._send({"type": "pong"})
+        elif kind == "ack" and isinstance(frame, dict):
+            await self._ack(frame.get("proof"))
+        elif kind == "resume" and isinstance(frame, dict):
+            await self._resume(frame.get("proofs"))
+        else:
+            await self._fail(CLOSE_BAD_FRAME, "INVALID_ARGUMENT", "an unknown or malformed frame")
+
+    async def _ack(self, text: Any) -> None:
+        proof = read_proof(text, self.subscription.id)
+        if proof is None:
+            await self._fail(CLOSE_BAD_FRAME, "INVALID_ARGUMENT", "ack: not a proof of this stream")
+            return
+        owed = await database_sync_to_async(delivery_ack)(proof)
+        self.held.pop(proof.delivery_id, None)
+        await self._send({"type": "acked", "proof": text, "owed": owed})
+        self.wake.set()  # room for another
+
+    async def _resume(self, texts: Any) -> None:
+        if not isinstance(texts, list) or len(texts) > MAX_RESUME:
+            await self._fail(
+                CLOSE_BAD_FRAME, "INVALID_ARGUMENT", f"resume: a list of at most {MAX_RESUME}"
+            )
+            return
+        proofs = [read_proof(text, self.subscription.id) for text in texts]
+        valid = [proof for proof in proofs if proof is not None]
+        if len(valid) != len(proofs):
+            await self._fail(
+                CLOSE_BAD_FRAME, "INVALID_ARGUMENT", "resume: not a proof of this stream"
+            )
+            return
+        handed = await database_sync_to_async(deliveries_resume)(
+            self.subscription, valid, now=timezone.now()
+        )
+        await self._hand(handed)
+
+    # --- Frames to the client -----------------------------------------------------------------
+
+    async def events_poke(self, message: dict[str, Any]) -> None:
+        self.wake.set()
+
+    async def events_gone(self, message: dict[str, Any]) -> None:
+        if message.get("subscription_id") == self.subscription.id:
+            await self._fail(CLOSE_GONE, "NOT_FOUND", "the subscription was deleted")
+
+    async def _pump(self) -> None:
+        """Hand out what is owed whenever woken, and on its own every poll interval; check the
+        credential and the subscription again every recheck interval."""
+        poll = settings.ORBIT_EVENTS_POLL_MS / 1000
+        silent_after = 3 * settings.ORBIT_EVENTS_HEARTBEAT_MS / 1000
+        checked_at = time.monotonic()
+        try:
+            while True:
+                now = time.monotonic()
+                if now - self.heard_at > silent_after:
+                    await self._fail(CLOSE_SILENT, "UNAVAILABLE", "no heartbeat from the client")
+                    return
+                if now - checked_at >= settings.ORBIT_EVENTS_RECHECK_SECONDS:
+                    checked_at = now
+                    if not await self._still_allowed():
+                        return
+                for delivery_id, until in list(self.held.items()):
+                    if until <= now:
+                        del self.held[delivery_id]  # the lease ran out: owed to anyone again
+                room = self.capacity - len(self.held)
+                if room > 0:
+                    handed = await database_sync_to_async(deliveries_claim)(
+                        self.subscription, limit=room, now=timezone.now()
+                    )
+                    await self._hand(handed)
+                    if len(handed) == room:
+                        continue  # there may be more: no wait
+                await _prune_now_and_then()
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), timeout=poll)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("event stream failed", extra={"subscription": self.subscription.id})
+            await self._fail(CLOSE_UNAVAILABLE, "UNAVAILABLE", "the stream failed; reconnect")
+
+    async def _hand(self, handed: list[Handed]) -> None:
+        lease = self.subscription.lease_ms / 1000
+        for item in handed:
+            self.held[item.proof.delivery_id] = time.monotonic() + lease
+            await self._send(
+                {
+                    "type": "event",
+                    "delivery": {
+                        "proof": item.proof.signed(),
+                        "attempt": item.proof.attempt,
+                        "leased_until": format_utc(item.leased_until),
+                    },
+                    "event": event_object(item.event),
+                }
+            )
+
+    async def _still_allowed(self) -> bool:
+        try:
+            await self._admit()
+        except Unauthenticated as refused:
+            await self._fail(CLOSE_UNAUTHENTICATED, refused.code, refused.message)
+            return False
+        except PermissionDenied as refused:
+            await self._fail(CLOSE_FORBIDDEN, refused.code, refused.message)
+            return False
+        except ApiError as refused:
+            await self._fail(CLOSE_GONE, refused.code, refused.message)
+            return False
+        return True
+
+    async def _fail(self, code: int, error: str, message: str) -> None:
+        await self._send({"type": "error", "code": error, "message": message})
+        await self.close(code=code)
+        self.pump.cancel()
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        await self.send(text_data=dumps(frame))
+
+
+async def _prune_now_and_then() -> None:
+    global _last_prune
+    if time.monotonic() - _last_prune < PRUNE_EVERY_SECONDS:
+        return
+    _last_prune = time.monotonic()
+    await database_sync_to_async(deliveries_prune)(now=timezone.now())
+
+
+def _capacity(query_string: bytes) -> int:
+    params = parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
+    unknown = sorted(set(params) - {"capacity"})
+    if unknown:
+        raise InvalidArgument(f"unknown query parameter {unknown[0]!r}", field=unknown[0])
+    values = params.get("capacity")
+    if values is None:
+        return DEFAULT_CAPACITY
+    text = values[0]
+    if (
+        len(values) != 1
+        or not (text.isascii() and text.isdigit() and len(text) <= 3)
+        or not CAPACITY[0] <= int(text) <= CAPACITY[1]
+    ):
+        raise InvalidArgument(
+            f"capacity: must be an integer from {CAPACITY[0]} to {CAPACITY[1]}", field="capacity"
+        )
+    return int(text)
+
+
+def _frame(text: str | None) -> Any:
+    if text is None or len(text) > MAX_FRAME_CHARS:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+async def refuse_handshake(
+    consumer: AsyncWebsocketConsumer, error: ApiError, request_id: str
+) -> None:
+    """Answer a handshake with the API's error envelope and status where the server can
+    (the ``websocket.http.response`` extension: uvicorn), else refuse it (403: daphne)."""
+    if "websocket.http.response" not in consumer.scope.get("extensions", {}):
+        await consumer.close()  # before the accept: the handshake is refused
+        return
+    body = {
+        "request_id": request_id,
+        "error": {"code": error.code, "message": error.message, **error.details},
+    }
+    await consumer.base_send(
+        {
+            "type": "websocket.http.response.start",
+            "status": error.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"x-request-id", request_id.encode()),
+            ],
+        }
+    )
+    await consumer.base_send({"type": "websocket.http.response.body", "body": dumps(body).encode()})
+
+
+class NoSuchStream(AsyncWebsocketConsumer):
+    """Any other ``/v1`` WebSocket path: 404 in the envelope, as an unknown endpoint (E1)."""
+
+    async def connect(self) -> None:
+        await refuse_handshake(self, NotFound("no such endpoint"), new_request_id())

@@ -21,11 +21,13 @@ api_app = get_api_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from orbit_console.decisions.batchworker import run_batches, sends_here  # noqa: E402
 from orbit_console.events.routing import websocket_urlpatterns as api_websockets  # noqa: E402
 from orbit_console.events.stream import EventOriginValidator  # noqa: E402
+from orbit_console.feed.consumer import run_feed  # noqa: E402
 from orbit_console.ops.background import Background  # noqa: E402
 from orbit_console.ops.edge import Edge  # noqa: E402
 from orbit_console.ops.sockets import OutageGuard  # noqa: E402
@@ -58,5 +60,9 @@ router = ProtocolTypeRouter(
     }
 )
 # The batch worker runs here when its pushes could reach no socket from another process (the
-# in-memory channel layer: the embedded default, the demo); see decisions/batchworker.py.
-application = Background(router, services=[run_batches] if sends_here("server") else [])
+# in-memory channel layer: the embedded default, the demo); see decisions/batchworker.py. Every
+# server process is a candidate to consume Orbit's event stream (feed/consumer.py).
+services = [run_batches] if sends_here("server") else []
+if settings.CONSOLE_FEED == "server":
+    services.append(run_feed)
+application = Background(router, services=services)

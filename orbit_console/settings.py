@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "orbit_console.events",
     "orbit_console.people",
     "orbit_console.decisions",
+    "orbit_console.feed",
     "orbit_console.console",
     "orbit_console.timeline",
 ]
@@ -394,6 +395,18 @@ if CONSOLE_BATCH_WORKER not in ("auto", "server", "reconciler"):
     raise ImproperlyConfigured(
         f"CONSOLE_BATCH_WORKER must be auto, server or reconciler, not {CONSOLE_BATCH_WORKER!r}"
     )
+# The console's feed of Orbit's event stream (feed/consumer.py): whether this deployment's server
+# processes are candidates to consume it ("server"; "off": only `manage.py feed run` does), how
+# long the consuming process's lease lasts (another takes over within it when it dies), and the
+# Origin the console declares to an external Orbit's stream.
+CONSOLE_FEED = env_str("CONSOLE_FEED", "server")
+if CONSOLE_FEED not in ("server", "off"):
+    raise ImproperlyConfigured(f"CONSOLE_FEED must be server or off, not {CONSOLE_FEED!r}")
+CONSOLE_FEED_LEASE_SECONDS = env_int("CONSOLE_FEED_LEASE_SECONDS", 10, minimum=1)
+ORBIT_EVENTS_ORIGIN = env_str("ORBIT_EVENTS_ORIGIN", "")
+# How long the console follows what an applied decision led to by looking itself when no live
+# event stream tells it (decisions/followups.py); a page still reads the task when shown.
+CONSOLE_FOLLOW_HOURS = env_int("CONSOLE_FOLLOW_HOURS", 24, minimum=1)
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
 
 # --- The live timeline ----------------------------------------------------------------------

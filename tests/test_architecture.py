@@ -27,8 +27,9 @@ ALLOWED = {
     "events": {"ledger", "lib", "ops"},
     "people": {"client", "ledger", "lib"},
     "decisions": {"audit", "client", "lib", "ops", "people"},
+    "feed": {"client", "decisions", "ledger", "lib", "people"},
     "console": {"audit", "client", "decisions", "ledger", "lib", "ops", "people"},
-    "timeline": {"client", "console", "decisions", "lib", "ops", "people"},
+    "timeline": {"client", "console", "decisions", "feed", "lib", "ops", "people"},
 }
 
 

@@ -16,6 +16,7 @@ from orbit_console.client.types import (
     RetryTaskRequest,
     ReviewReceipt,
     ReviewTaskRequest,
+    Subscription,
     Task,
     TaskSummary,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "RetryTaskRequest",
     "ReviewReceipt",
     "ReviewTaskRequest",
+    "Subscription",
     "Task",
     "TaskSummary",
 ]

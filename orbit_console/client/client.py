@@ -31,6 +31,7 @@ from orbit_console.client.types import (
     RetryTaskRequest,
     ReviewReceipt,
     ReviewTaskRequest,
+    Subscription,
     Task,
     TaskSummary,
 )
@@ -181,6 +182,26 @@ class OrbitClient:
             created=response["_status"] == 201,
         )
 
+    # --- The event stream's subscriptions (docs/events.md) -----------------------------------
+
+    async def create_subscription(
+        self, *, name: str, idempotency_key: str, queue_ids: tuple[str, ...] = ()
+    ) -> Subscription:
+        """Subscribe to the credential's namespace (or these queues of it); the same key again
+        answers the subscription it created (E1: an Orbit without the stream answers 404)."""
+        body: dict[str, Any] = {"name": name}
+        if queue_ids:
+            body["queue_ids"] = list(queue_ids)
+        headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key}
+        data, _ = await self._call(
+            "POST", "/v1/subscriptions", content=strictjson.dumps(body).encode(), headers=headers
+        )
+        return Subscription.from_json(data)
+
+    async def get_subscription(self, subscription_id: str) -> Subscription:
+        data, _ = await self._call("GET", f"/v1/subscriptions/{_segment(subscription_id)}")
+        return Subscription.from_json(data)
+
     async def _write(
         self, path: str, idempotency_key: str, body: ReviewTaskRequest | RetryTaskRequest | str
     ) -> tuple[Any, dict[str, Any]]:
@@ -279,6 +300,8 @@ def _operation_name(method: str, path: str) -> str:
     parts = path.strip("/").split("/")  # v1, tasks, <id>[:verb], operations|attempts, <id>
     if parts[1] == "credential":
         return "GetCredential"
+    if parts[1] == "subscriptions":
+        return "GetSubscription" if len(parts) == 3 else "CreateSubscription"
     if len(parts) == 2:
         return "ListTasks"
     if len(parts) == 3:

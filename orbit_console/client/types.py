@@ -8,6 +8,7 @@ not say.
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from orbit_console.lib import strictjson
@@ -251,6 +252,36 @@ class OperationDetail:
             after=data.get("after"),
         )
 
+    def as_plain(self) -> dict[str, Any]:
+        """This operation as the API answered it (AU5), in plain JSON types that any channel
+        layer carries: exact numbers as their text, times in RFC 3339 (lib/live.py's
+        ``ledger.operation`` message)."""
+        operation: dict[str, Any] = {
+            "id": self.id,
+            "task_id": self.task_id,
+            "operation_id": self.operation_id,
+            "actor_id": self.actor_id,
+            "action": self.action,
+            "created_at": format_utc(self.created_at),
+            "reason": self.reason,
+            "before": _plain(self.before),
+            "after": _plain(self.after),
+        }
+        if self.evidence_ref is not None:
+            operation["evidence_ref"] = self.evidence_ref
+        return operation
+
+
+def _plain(value: Any) -> Any:
+    """Exact JSON values made safe for the channel layer (Decimals as their exact text)."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
 
 @dataclass(frozen=True, slots=True)
 class Page[T]:
@@ -326,3 +357,26 @@ class RetryTaskRequest:
         if self.start_deadline_at is not None:
             body["start_deadline_at"] = format_utc(self.start_deadline_at)
         return strictjson.dumps(body, indent=indent)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """An event-stream subscription (docs/events.md) and how much it is owed."""
+
+    id: str
+    namespace_id: str
+    name: str
+    queue_ids: tuple[str, ...]
+    lease_ms: int
+    backlog: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Subscription":
+        return cls(
+            id=data["id"],
+            namespace_id=data["namespace_id"],
+            name=data["name"],
+            queue_ids=tuple(data.get("queue_ids", ())),
+            lease_ms=int(data["lease_ms"]),
+            backlog=int(data.get("backlog", 0)),
+        )

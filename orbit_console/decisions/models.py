@@ -197,6 +197,45 @@ class Submission(models.Model):
         return self.state in OPEN_STATES
 
 
+# A followed task has come to its end when it reaches one of these: a terminal state, or
+# NEEDS_REVIEW again (a person must decide once more).
+ENDED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "NEEDS_REVIEW"})
+
+
+class FollowUp(models.Model):
+    """What happened after an applied decision's receipt, which means "stored", not "done" (I2).
+
+    One per applied submission: the task whose end the decision awaits — the reviewed task
+    itself (terminal from the receipt on), or a retry's new task, followed until it ends
+    (``ENDED_STATES``) — and its state and revision when last read from the API. The console's
+    event feed reads the task again whenever Orbit announces an event of it; without a live
+    stream it looks on its own, with a growing pause, until ``deadline`` (I4).
+    """
+
+    submission = models.OneToOneField(
+        Submission, primary_key=True, on_delete=models.PROTECT, related_name="followup"
+    )
+    task_id = models.CharField(max_length=64, db_index=True)
+    namespace_id = models.CharField(max_length=64, blank=True, default="")
+    state = models.CharField(max_length=16)
+    revision = models.PositiveBigIntegerField()
+    seen_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    next_look_at = models.DateTimeField(null=True, blank=True)
+    looks = models.PositiveIntegerField(default=0)
+    deadline = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["ended_at", "next_look_at"], name="followup_due")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} {self.state}@{self.revision}"
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
+
+
 EVENT_LABELS = {
     "submission.stored": _("Decision stored"),
     "submission.sent": _("Sent to the recovery API"),
@@ -223,6 +262,7 @@ EVENT_LABELS = {
     "batch.cancelled": _("Batch cancelled: what was not sent will not be"),
     "batch.finished": _("Batch finished"),
     "submission.cancelled": _("Cancelled before it was sent"),
+    "submission.followed": _("What the decision led to has ended"),
 }
 
 

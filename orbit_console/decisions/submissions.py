@@ -236,7 +236,7 @@ async def submission_send(
 
 
 def _recorded(
-    record: Callable[..., None], submission_id: str, *args: Any, **kwargs: Any
+    record: Callable[..., object], submission_id: str, *args: Any, **kwargs: Any
 ) -> Submission:
     """Record an answer and read the submission as it then stands, in one hop."""
     record(submission_id, *args, **kwargs)
@@ -285,20 +285,27 @@ def _mark_sent(submission_id: str, actor: User | None) -> bool:
 def _record_receipt(
     submission_id: str, receipt: ReviewReceipt | RetryReceipt, actor: User | None
 ) -> None:
+    """The receipt, and in the same transaction the start of following the decision to its
+    end: the receipt's task is the reviewed one, or the retry's new one (I2)."""
+    from orbit_console.decisions.followups import followup_start
+
     retry = isinstance(receipt, RetryReceipt)
     note = f"audit {receipt.audit_id}" + (" (deduplicated)" if receipt.deduplicated else "")
-    _resolve(
-        submission_id,
-        SubmissionState.SUCCEEDED,
-        "submission.receipt",
-        actor=actor,
-        note=note,
-        http_status=201 if isinstance(receipt, RetryReceipt) and receipt.created else 200,
-        audit_id=receipt.audit_id,
-        deduplicated=receipt.deduplicated,
-        result_task_id=receipt.task.id if retry else "",
-        api_request_id=receipt.request_id or "",
-    )
+    with transaction.atomic():
+        resolved = _resolve(
+            submission_id,
+            SubmissionState.SUCCEEDED,
+            "submission.receipt",
+            actor=actor,
+            note=note,
+            http_status=201 if isinstance(receipt, RetryReceipt) and receipt.created else 200,
+            audit_id=receipt.audit_id,
+            deduplicated=receipt.deduplicated,
+            result_task_id=receipt.task.id if retry else "",
+            api_request_id=receipt.request_id or "",
+        )
+        if resolved is not None:  # else an earlier answer stands, and started it
+            followup_start(resolved, receipt.task, now=resolved.resolved_at or timezone.now())
 
 
 def _record_error(submission_id: str, error: OrbitError, actor: User | None) -> None:
@@ -384,11 +391,13 @@ def _resolve(
     actor: User | None,
     note: str = "",
     **fields: object,
-) -> None:
+) -> Submission | None:
+    """Close an open submission with a definite answer; the submission so closed, or ``None``
+    when it was closed already (the first definite answer stands)."""
     with transaction.atomic():
         submission = _locked(submission_id)
         if not submission.is_open:
-            return
+            return None
         now = timezone.now()
         submission.state = state
         submission.resolved_at = now
@@ -408,3 +417,4 @@ def _resolve(
             record_event(
                 "proposal.closed", proposal=submission.proposal, actor=actor, note=note, now=now
             )
+    return submission

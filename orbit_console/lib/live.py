@@ -47,6 +47,15 @@ def task_group(task_id: str) -> str:
     return f"orbit.task.{task_id}"
 
 
+# What a person's decisions led to (``decisions/followups.py``): the group of one person, and
+# its message when a followed task moved.
+FOLLOWUP_MESSAGE = "decision.followed"
+
+
+def person_group(user_id: int) -> str:
+    return f"orbit.person.{user_id}"
+
+
 def publish(group: str, message: dict[str, Any]) -> bool:
     """Send to a group within ``ORBIT_PUBLISH_TIMEOUT``. A failure or a timeout is logged and
     counted, never raised: a write must not fail, nor wait on a hung channel layer, because a

@@ -16,7 +16,8 @@ from django.utils.translation import gettext, gettext_noop
 APPROVED_BY = gettext_noop("approved by %(name)s")
 SENT_AGAIN_BY_RECONCILER = gettext_noop("sent again by the reconciler")
 RECONCILER_STOPPED = gettext_noop("the reconciler's deadline passed; a person must resend or check")
-SYSTEM_NOTES = (APPROVED_BY, SENT_AGAIN_BY_RECONCILER, RECONCILER_STOPPED)
+FOLLOWED_TO_ITS_END = gettext_noop("task %(task)s is %(state)s at revision %(revision)s")
+SYSTEM_NOTES = (APPROVED_BY, SENT_AGAIN_BY_RECONCILER, RECONCILER_STOPPED, FOLLOWED_TO_ITS_END)
 
 
 def written(template: str, **params: str) -> str:

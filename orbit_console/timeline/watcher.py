@@ -1,25 +1,28 @@
-"""Watching tasks on an external Orbit, which has no in-process hook to announce operations.
+"""Watching tasks on an external Orbit when its event stream does not tell the console.
 
-While someone in this process watches a task's timeline, one poller per task lists its newest
-operations with a viewer's credential and publishes the new ones to the task's group in the same
-message shape the embedded ledger uses. Polling is bounded (I4): it starts at
+Against an external Orbit the task groups are fed by the console's consumer of Orbit's event
+stream (``feed/consumer.py``). While that stream is not live for the task's namespace — the
+Orbit has none (E1), it is down, or no subscription is consumed — one poller per task watched
+in this process lists its newest operations with a viewer's credential and publishes the new
+ones to the task's group in the same message shape. Polling is bounded (I4): it starts at
 ``TIMELINE_POLL_SECONDS``, doubles while nothing changes up to ``TIMELINE_POLL_MAX_SECONDS``,
 and stops at ``TIMELINE_WATCH_DEADLINE_SECONDS`` (viewers then catch up when they reconnect) or
-when the last viewer leaves.
+when the last viewer leaves. While the stream is live the poller only keeps what it has seen up
+to date, once per longest pause, so that it takes over without repeating old entries.
 """
 
 import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from orbit_console.client import OrbitError, OutcomeUnknown
+from orbit_console.feed.sources import live_namespaces
 from orbit_console.lib.live import OPERATION_MESSAGE, task_group
-from orbit_console.lib.rfc3339 import format_utc
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
 
@@ -81,20 +84,28 @@ async def _poll(task_id: str, state: _Watch, layer: Any) -> None:
     delay = settings.TIMELINE_POLL_SECONDS
     while time.monotonic() < deadline:
         await asyncio.sleep(delay)
+        live = await _stream_is_live(state.credential.namespace_id)
         try:
-            messages = await _new_operations(task_id, state, publish=state.learned)
+            # While the stream publishes, only learn what it announced, seldom.
+            messages = await _new_operations(task_id, state, publish=state.learned and not live)
             state.learned = True
         except (OrbitError, OutcomeUnknown) as exc:
             logger.warning("watching %s: %s", task_id, exc)
             messages = []
         for message in messages:
             await layer.group_send(task_group(task_id), message)
-        if messages:
+        if live:
+            delay = settings.TIMELINE_POLL_MAX_SECONDS
+        elif messages:
             delay = settings.TIMELINE_POLL_SECONDS
         else:
             delay = min(delay * 2, settings.TIMELINE_POLL_MAX_SECONDS)
     if _watches.get(task_id) is state:
         _watches.pop(task_id, None)
+
+
+async def _stream_is_live(namespace_id: str) -> bool:
+    return namespace_id in await sync_to_async(live_namespaces)()
 
 
 async def _new_operations(task_id: str, state: _Watch, *, publish: bool) -> list[dict[str, Any]]:
@@ -109,31 +120,6 @@ async def _new_operations(task_id: str, state: _Watch, *, publish: bool) -> list
         details = await asyncio.gather(
             *(orbit.get_task_operation(task_id, item.id) for item in new_items)
         )
-    messages = []
-    for detail in reversed(details):
-        operation: dict[str, Any] = {
-            "id": detail.id,
-            "task_id": detail.task_id,
-            "operation_id": detail.operation_id,
-            "actor_id": detail.actor_id,
-            "action": detail.action,
-            "created_at": format_utc(detail.created_at),
-            "reason": detail.reason,
-            "before": _plain(detail.before),
-            "after": _plain(detail.after),
-        }
-        if detail.evidence_ref is not None:
-            operation["evidence_ref"] = detail.evidence_ref
-        messages.append({"type": OPERATION_MESSAGE, "operation": operation})
-    return messages
-
-
-def _plain(value: Any) -> Any:
-    """Exact JSON values made safe for the channel layer (Decimals as their exact text)."""
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    return value
+    return [
+        {"type": OPERATION_MESSAGE, "operation": detail.as_plain()} for detail in reversed(details)
+    ]

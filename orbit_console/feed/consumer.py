@@ -1,0 +1,302 @@
+"""The console's consumer of Orbit's event stream (I3, docs/events.md).
+
+One console process at a time consumes (``run_feed``): every process of the deployment that
+runs the feed is a candidate, and the one holding the ``Leadership`` lease consumes, renewing it
+every third of ``CONSOLE_FEED_LEASE_SECONDS``; when it dies, another takes over once the lease
+has run out. Two consumers for a moment (a slow renewal) are harmless: the inbox applies each
+event once.
+
+For each event, as the handbook asks:
+
+1. read again what the event prompts (I3): the task, when a decision of the console follows it,
+   with the stream's own credential; and, against an external Orbit, the audit record the
+   event names, for the live timelines and work-queue rows;
+2. in one transaction, record the event's id in the inbox and apply its effect (the follow-ups
+   move; the live pushes are scheduled for the commit) — or, when the inbox has it already
+   (a delivery that came again), nothing;
+3. acknowledge it, after the commit.
+
+A consumer that dies between 2 and 3 gets the delivery again after its lease (or at once, when
+the same process reconnects and hands the proof back); the inbox makes it a no-op. When the
+stream is missing (an Orbit without it answers 404, E1), refused or down, the consumer keeps
+trying with a growing pause, and meanwhile the follow-ups are looked after by bounded looks
+(``decisions/followups.py``, I4) and the timelines by their watcher (``timeline/watcher.py``).
+"""
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from orbit_console.client import OperationDetail, OrbitError, OutcomeUnknown, Task
+from orbit_console.client.events import StreamEvent, StreamLost, StreamRefused
+from orbit_console.decisions.followups import (
+    followup_looked,
+    followup_observe,
+    followups_due,
+)
+from orbit_console.decisions.models import FollowUp
+from orbit_console.decisions.submissions import sending_credential
+from orbit_console.feed.models import InboxEvent, Leadership, Source, SourceStatus
+from orbit_console.feed.sources import (
+    live_namespaces,
+    renew_seconds,
+    source_client,
+    source_status,
+    source_stream,
+)
+from orbit_console.lib.ids import new_id
+from orbit_console.lib.live import OPERATION_MESSAGE, publish_on_commit, task_group
+from orbit_console.people.models import OrbitCredential
+from orbit_console.people.person import orbit_client
+
+logger = logging.getLogger("orbit.feed")
+
+LEADERSHIP = "feed"
+LONGEST_PAUSE = 30.0  # between attempts to reach a stream that is down
+INBOX_DAYS = 8  # past the stream's retention (7 days): no delivery of an older event comes
+LOOKS_AT_ONCE = 8
+
+
+def holder_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
+
+
+# --- Who consumes -----------------------------------------------------------------------------
+
+
+def leadership_hold(holder: str) -> bool:
+    """Take or renew the lease: ``True`` while this holder consumes."""
+    now = timezone.now()
+    until = now + timedelta(seconds=settings.CONSOLE_FEED_LEASE_SECONDS)
+    with transaction.atomic():
+        renewed = (
+            Leadership.objects.filter(name=LEADERSHIP)
+            .filter(Q(holder=holder) | Q(expires_at__lte=now))
+            .update(holder=holder, expires_at=until)
+        )
+    if renewed:
+        return True
+    try:
+        with transaction.atomic():
+            Leadership.objects.create(name=LEADERSHIP, holder=holder, expires_at=until)
+    except IntegrityError:
+        return False  # held by another, who renews it
+    return True
+
+
+def leadership_release(holder: str) -> None:
+    """Give the lease up at once (a clean stop): another process need not wait for it."""
+    Leadership.objects.filter(name=LEADERSHIP, holder=holder).update(expires_at=timezone.now())
+
+
+# --- Applying an event ------------------------------------------------------------------------
+
+
+def followed(task_id: str) -> bool:
+    return FollowUp.objects.filter(task_id=task_id, ended_at__isnull=True).exists()
+
+
+def event_apply(
+    source: Source, event: StreamEvent, task: Task | None, operation: OperationDetail | None
+) -> bool:
+    """The event's effect and its inbox record, in one transaction; ``False`` when the inbox
+    had it (applied before: nothing happens again)."""
+    try:
+        with transaction.atomic():
+            InboxEvent.objects.create(
+                event_id=event.id,
+                source_id=source.id,
+                task_id=event.task_id,
+                event_type=event.type,
+                received_at=timezone.now(),
+            )
+            if task is not None:
+                followup_observe(task)
+            if operation is not None:
+                message = {"type": OPERATION_MESSAGE, "operation": operation.as_plain()}
+                publish_on_commit(task_group(event.task_id), message)
+    except IntegrityError:
+        return False
+    return True
+
+
+async def event_handle(source: Source, event: StreamEvent) -> bool:
+    """Read again what the event prompts, then apply it (``event_apply``)."""
+    if await InboxEvent.objects.filter(event_id=event.id).aexists():
+        return False
+    task = operation = None
+    wants_task = await sync_to_async(followed)(event.task_id)
+    # Against the embedded API its own announcements feed the timelines (lib/live.py).
+    wants_operation = bool(settings.ORBIT_API_URL) and bool(event.audit_id)
+    if wants_task or wants_operation:
+        async with source_client(source) as orbit:
+            try:
+                if wants_task:
+                    task = await orbit.get_task(event.task_id)
+                if wants_operation:
+                    operation = await orbit.get_task_operation(event.task_id, event.audit_id)
+            except OrbitError as refused:
+                # Out of the stream credential's reach (403/404): apply what could be read.
+                logger.info("feed: cannot read %s again: %s", event.task_id, refused.code)
+    return await sync_to_async(event_apply)(source, event, task, operation)
+
+
+# --- The consumer -----------------------------------------------------------------------------
+
+
+class Feed:
+    """What one candidate process runs: the lease, a consumer per source while it holds it,
+    and the follow-ups' looks while no live stream covers their namespace."""
+
+    def __init__(self, stop: asyncio.Event, *, holder: str | None = None) -> None:
+        self.stop = stop
+        self.holder = holder or holder_name()
+        self.consumers: dict[str, asyncio.Task[None]] = {}
+        # Proofs of deliveries this process held and did not acknowledge when a connection
+        # broke: handed back on the next connection (I3).
+        self.held: dict[str, set[str]] = {}
+        self.leading = False
+
+    async def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                await self._round()
+                await _pause(self.stop, renew_seconds())
+        finally:
+            await self._stand_down()
+            await sync_to_async(leadership_release)(self.holder)
+
+    async def _round(self) -> None:
+        try:
+            leading = await sync_to_async(leadership_hold)(self.holder)
+        except Exception:
+            logger.exception("feed: the lease could not be read")
+            leading = False
+        if leading != self.leading:
+            logger.info("feed: %s %s", self.holder, "consumes" if leading else "stands by")
+        self.leading = leading
+        if not leading:
+            await self._stand_down()
+            return
+        sources = [source async for source in Source.objects.all()]
+        for source in sources:
+            running = self.consumers.get(source.id)
+            if running is None or running.done():
+                self.consumers[source.id] = asyncio.create_task(self._consume(source))
+        await sync_to_async(self._renew)([source.id for source in sources])
+        await self._look_after_followups()
+        await sync_to_async(close_old_connections)()
+
+    def _renew(self, source_ids: list[str]) -> None:
+        """Live streams stay live while the consuming process lives (``live_namespaces``)."""
+        Source.objects.filter(id__in=source_ids, status=SourceStatus.LIVE).update(
+            status_at=timezone.now()
+        )
+        InboxEvent.objects.filter(
+            received_at__lt=timezone.now() - timedelta(days=INBOX_DAYS)
+        ).delete()
+
+    async def _stand_down(self) -> None:
+        for consumer in self.consumers.values():
+            consumer.cancel()
+        for consumer in self.consumers.values():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await consumer
+        self.consumers.clear()
+
+    async def _consume(self, source: Source) -> None:
+        pause = 1.0
+        held = self.held.setdefault(source.id, set())
+        while not self.stop.is_set():
+            try:
+                async with await source_stream(source) as stream:
+                    await sync_to_async(source_status)(source.id, SourceStatus.LIVE)
+                    pause = 1.0
+                    await stream.resume(sorted(held))
+                    while True:
+                        delivery = await stream.receive()
+                        held.add(delivery.proof)
+                        applied = await event_handle(source, delivery.event)
+                        await stream.ack(delivery.proof)  # after the commit
+                        held.discard(delivery.proof)
+                        if applied:
+                            await sync_to_async(source_status)(
+                                source.id, SourceStatus.LIVE, event=True
+                            )
+            except StreamRefused as refused:
+                status = SourceStatus.MISSING if refused.status == 404 else SourceStatus.REFUSED
+                await self._down(source, status, str(refused))
+            except (StreamLost, OutcomeUnknown, OSError) as lost:
+                await self._down(source, SourceStatus.DOWN, str(lost))
+            except asyncio.CancelledError:
+                raise
+            except Exception as failed:
+                logger.exception("feed: consuming %s failed", source.subscription_id)
+                await self._down(source, SourceStatus.DOWN, type(failed).__name__)
+            await _pause(self.stop, pause * (0.5 + random.random() / 2))  # noqa: S311 -- jitter
+            pause = min(pause * 2, LONGEST_PAUSE)
+
+    async def _down(self, source: Source, status: str, note: str) -> None:
+        logger.warning("feed: stream %s is %s: %s", source.subscription_id, status, note)
+        try:
+            await sync_to_async(source_status)(source.id, status, note)
+        except Exception:
+            logger.exception("feed: the stream's status could not be written")
+
+    async def _look_after_followups(self) -> None:
+        """I4: the follow-ups no live stream tells about, looked at with their own backoff."""
+        now = timezone.now()
+        due = await sync_to_async(_due)(now)
+        gate = asyncio.Semaphore(LOOKS_AT_ONCE)
+
+        async def look(followup: FollowUp, credential: OrbitCredential | None) -> None:
+            async with gate:
+                try:
+                    if credential is not None:
+                        async with orbit_client(credential) as orbit:
+                            task = await orbit.get_task(followup.task_id)
+                        await sync_to_async(followup_observe)(task)
+                except (OrbitError, OutcomeUnknown) as failed:
+                    logger.info("feed: looking at %s: %s", followup.task_id, failed)
+                finally:
+                    await sync_to_async(followup_looked)(followup, now=timezone.now())
+
+        await asyncio.gather(*(look(followup, credential) for followup, credential in due))
+
+
+def _due(now: Any) -> list[tuple[FollowUp, OrbitCredential | None]]:
+    """The due follow-ups, each with the credential its decision was sent with."""
+    due = followups_due(now=now, skip_namespaces=live_namespaces(now=now))
+    senders = {followup.submission.sent_as_id for followup in due}
+    held: dict[int, list[OrbitCredential]] = {}
+    for credential in OrbitCredential.objects.filter(user_id__in=senders):
+        held.setdefault(credential.user_id, []).append(credential)
+    return [
+        (
+            followup,
+            sending_credential(followup.submission, held.get(followup.submission.sent_as_id, [])),
+        )
+        for followup in due
+    ]
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def run_feed(stop: asyncio.Event) -> None:
+    """A candidate to consume Orbit's events, until ``stop`` (a service of ``ops/background``,
+    and ``manage.py feed run``)."""
+    await Feed(stop).run()

@@ -6,6 +6,7 @@ from django.urls import path
 from orbit_console.console.consumers import (
     ApprovalsConsumer,
     BatchProgressConsumer,
+    DecisionsConsumer,
     QueueRowsConsumer,
 )
 from orbit_console.timeline.consumers import TaskTimelineConsumer
@@ -14,5 +15,6 @@ websocket_urlpatterns = [
     path("ws/tasks/<str:task_id>/timeline", TaskTimelineConsumer.as_asgi()),
     path("ws/approvals", ApprovalsConsumer.as_asgi()),
     path("ws/queue", QueueRowsConsumer.as_asgi()),
+    path("ws/decisions", DecisionsConsumer.as_asgi()),
     path("ws/batches/<str:batch_id>", BatchProgressConsumer.as_asgi()),
 ]

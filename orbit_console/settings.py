@@ -404,9 +404,9 @@ if CONSOLE_FEED not in ("server", "off"):
     raise ImproperlyConfigured(f"CONSOLE_FEED must be server or off, not {CONSOLE_FEED!r}")
 CONSOLE_FEED_LEASE_SECONDS = env_int("CONSOLE_FEED_LEASE_SECONDS", 10, minimum=1)
 ORBIT_EVENTS_ORIGIN = env_str("ORBIT_EVENTS_ORIGIN", "")
-# How long the console follows what an applied decision led to by looking itself when no live
-# event stream tells it (decisions/followups.py); a page still reads the task when shown.
-CONSOLE_FOLLOW_HOURS = env_int("CONSOLE_FOLLOW_HOURS", 24, minimum=1)
+# How long the console follows what an applied decision led to (decisions/followups.py): the
+# stream's retention, by default; a page still reads the task when shown.
+CONSOLE_FOLLOW_HOURS = env_int("CONSOLE_FOLLOW_HOURS", 7 * 24, minimum=1)
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
 
 # --- The live timeline ----------------------------------------------------------------------

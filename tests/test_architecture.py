@@ -28,7 +28,7 @@ ALLOWED = {
     "people": {"client", "ledger", "lib"},
     "decisions": {"audit", "client", "lib", "ops", "people"},
     "feed": {"client", "decisions", "ledger", "lib", "people"},
-    "console": {"audit", "client", "decisions", "ledger", "lib", "ops", "people"},
+    "console": {"audit", "client", "decisions", "feed", "ledger", "lib", "ops", "people"},
     "timeline": {"client", "console", "decisions", "feed", "lib", "ops", "people"},
 }
 

@@ -4,6 +4,7 @@
   decided ones disappear without a reload. Only supervisors connect; the role is re-read from
   the database on every push, so a person who loses it stops receiving.
 - A batch's progress, ``/ws/batches/<id>``: counts, rate and latest items as they land.
+- A person's decisions, ``/ws/decisions``: what each led to, as it moves (I2).
 - The work queue's rows, ``/ws/queue?rows=<token>``: a row whose task moves (reviewed,
   retried, settled) says so at once. The page names its rows in a signed token (``rows_token``:
   the tasks the API listed to this person); the socket follows those tasks' groups, and every
@@ -29,13 +30,14 @@ from orbit_console.decisions.batches import (
     seen_by,
     visible_batches,
 )
-from orbit_console.decisions.models import Batch, BatchState, Proposal
+from orbit_console.decisions.models import Batch, BatchState, Proposal, Submission
 from orbit_console.decisions.proposals import APPROVALS_GROUP, visible_proposals
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
     CLOSE_UNAUTHENTICATED,
     join_or_close,
+    person_group,
     task_group,
 )
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
@@ -222,6 +224,58 @@ class QueueRowsConsumer(AsyncWebsocketConsumer):
 
     async def console_event(self, message: dict[str, Any]) -> None:
         """The console's own events change no task; the platform's entry of a decision does."""
+
+
+# --- A person's decisions ------------------------------------------------------------------------
+
+
+class DecisionsConsumer(AsyncWebsocketConsumer):
+    """``/ws/decisions``: the person's own decisions page. When what one of their decisions led
+    to moves (``decisions/followups.py`` tells the person's group), its row is pushed again,
+    whole, in the reader's language; the decision is read from the database as it now stands,
+    so a push never says more than the page would."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.user = user
+        self.language, self.zone = reader_of(self.scope)
+        self.group = person_group(user.pk)
+        if not await join_or_close(self, self.group):
+            return
+        await self.accept()
+        WEBSOCKETS_OPEN.labels(consumer="decisions").inc()
+        self.counted = True
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "counted", False):
+            WEBSOCKETS_OPEN.labels(consumer="decisions").dec()
+            self.counted = False
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page only listens; anything it sends is ignored."""
+
+    async def decision_followed(self, message: dict[str, Any]) -> None:
+        html = await self._row(message["submission_id"])
+        if html:
+            await self.send(text_data=html)
+
+    @database_sync_to_async
+    def _row(self, submission_id: str) -> str:
+        submission = (
+            Submission.objects.select_related("followup", "sent_as", "batch_item")
+            .filter(id=submission_id, created_by_id=self.user.pk)
+            .first()
+        )
+        if submission is None:
+            return ""  # another's decision this person sent: not on their page
+        with translation.override(self.language), timezone.override(self.zone):
+            return render_to_string(
+                "console/partials/decision_row.html", {"submission": submission, "push": True}
+            )
 
 
 # --- A batch's progress -------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from orbit_console.console.views import (
     approvals,
     audit,
     batches,
+    decisions,
     queue,
     submissions,
     tasks,
@@ -18,6 +19,7 @@ urlpatterns = [
     path("tasks/<str:task_id>/recovery", tasks.task_recovery, name="task_recovery"),
     path("tasks/<str:task_id>/review", wizards.review_wizard, name="review"),
     path("tasks/<str:task_id>/retry", wizards.retry_wizard, name="retry"),
+    path("decisions", decisions.my_decisions, name="decisions"),
     path("submissions/<str:submission_id>", submissions.submission_detail, name="submission"),
     path(
         "submissions/<str:submission_id>/resend",

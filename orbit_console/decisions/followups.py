@@ -54,13 +54,18 @@ def followup_start(submission: Submission, task: Task, *, now: datetime) -> Foll
 
 def followup_observe(task: Task, *, now: datetime | None = None) -> list[FollowUp]:
     """``task`` as the API has just answered it: every open follow-up of it that this read moves
-    forward (a higher revision), as it now stands."""
+    forward (a higher revision, before the follow-up's deadline), as it now stands."""
     now = now or timezone.now()
     with transaction.atomic():
         moved = list(
             FollowUp.objects.select_for_update()
             .select_related("submission")
-            .filter(task_id=task.id, ended_at__isnull=True, revision__lt=int(task.revision))
+            .filter(
+                task_id=task.id,
+                ended_at__isnull=True,
+                revision__lt=int(task.revision),
+                deadline__gt=now,
+            )
         )
         for followup in moved:
             followup.state, followup.revision, followup.seen_at = (

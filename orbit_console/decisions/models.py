@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from orbit_console.lib.ids import new_id
@@ -187,7 +188,11 @@ class Submission(models.Model):
 
     class Meta:
         db_table = "console_submission"
-        indexes = [models.Index(fields=["state", "next_attempt_at"], name="submission_backlog")]
+        indexes = [
+            models.Index(fields=["state", "next_attempt_at"], name="submission_backlog"),
+            # A person's own decisions, newest first (the "my decisions" page).
+            models.Index(fields=["created_by", "created_at", "id"], name="submission_mine"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.action} of {self.task_id} @ {self.expected_revision}"
@@ -209,7 +214,7 @@ class FollowUp(models.Model):
     itself (terminal from the receipt on), or a retry's new task, followed until it ends
     (``ENDED_STATES``) — and its state and revision when last read from the API. The console's
     event feed reads the task again whenever Orbit announces an event of it; without a live
-    stream it looks on its own, with a growing pause, until ``deadline`` (I4).
+    stream it looks on its own, with a growing pause (I4). Following stops at ``deadline``.
     """
 
     submission = models.OneToOneField(
@@ -234,6 +239,11 @@ class FollowUp(models.Model):
     @property
     def ended(self) -> bool:
         return self.ended_at is not None
+
+    @property
+    def given_up(self) -> bool:
+        """Not ended, and no longer followed: its deadline has passed."""
+        return self.ended_at is None and self.deadline <= timezone.now()
 
 
 EVENT_LABELS = {

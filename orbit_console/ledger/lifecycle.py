@@ -384,3 +384,44 @@ def task_cancel(*, task: Task, actor_id: str, reason: str) -> Task:
     )
     record_event(task, kind=TASK_COMPLETED, audit=audit, now=now)
     return task
+
+
+# --- The demo's worker ------------------------------------------------------------------------
+
+DEMO_WORKER = "demo-worker"
+
+
+def demo_work_round(namespace_id: str, *, after: timedelta) -> int:
+    """One round of a stand-in for Orbit's workers (``orbit work``, the demo): the new tasks
+    manual retries created start once they have waited ``after``, and report once they have run
+    as long — most SUCCEEDED, one in ten FAILED and one in ten UNKNOWN (parked in NEEDS_REVIEW
+    again), by their id, so that the console's follow-ups have every ending to show. Other
+    tasks are left as the demo world made them. The number of steps taken."""
+    now = timezone.now()
+    actor = actor_id_for(namespace_id, DEMO_WORKER)
+    retries = Task.objects.filter(namespace_id=namespace_id, retry_of__isnull=False)
+    steps = 0
+    for task in retries.filter(state=TaskState.WAITING, available_at__lte=now - after)[:20]:
+        attempt_start(task=task, worker_id=DEMO_WORKER)
+        steps += 1
+    started = Attempt.objects.filter(
+        task_id__in=retries.filter(state=TaskState.RUNNING).values("id"),
+        worker_id=DEMO_WORKER,
+        ended_at__isnull=True,
+        started_at__lte=now - after,
+    )
+    for attempt in started[:20]:
+        task = Task.objects.get(id=attempt.task_id)
+        roll = int(task.id[-2:], 16) % 10
+        if roll == 0:
+            attempt_finish(task=task, worker_actor_id=actor, outcome=AttemptOutcome.UNKNOWN)
+        elif roll == 1:
+            attempt_finish(
+                task=task, worker_actor_id=actor, outcome=AttemptOutcome.FAILED, error="demo"
+            )
+        else:
+            attempt_finish(
+                task=task, worker_actor_id=actor, outcome=AttemptOutcome.SUCCEEDED, result="{}"
+            )
+        steps += 1
+    return steps

@@ -186,8 +186,20 @@
     showChanged();
   }
 
+  // A person's decisions catch up by taking the page's rows as they are now.
+  function resyncDecisions(socketElement) {
+    var url = socketElement.dataset.resyncDecisions;
+    if (!url) { return; }
+    fetchFragment(url, function (html) {
+      var fresh = parse(html).getElementById("decision-rows");
+      var rows = document.getElementById("decision-rows");
+      if (fresh && rows) { rows.innerHTML = fresh.innerHTML; }
+    });
+  }
+
   function resync(socketElement) {
     resyncRows(socketElement);
+    resyncDecisions(socketElement);
     var url = socketElement.dataset.timelineResync;
     if (!url) { return; }
     var since = newestPlatformTime();

@@ -51,7 +51,8 @@ NOT_FOUND_OR_FORBIDDEN = frozenset({403, 404})
 
 # Routes that are not the console's to scope: the recovery API (bearer tokens; C3 and C4 are
 # tested in tests/ledger) and what every visitor may reach.
-API_NAMESPACE = "api"
+# The recovery API's routes (its own rules: tests/ledger, tests/events).
+API_NAMESPACES = ("api:", "events:")
 PUBLIC = {"login", "logout", "set_language", "health-live", "health-ready", "metrics"}
 
 
@@ -92,6 +93,8 @@ ROUTES: dict[str, Route] = {
         },
     ),
     "console:submission": Route("/submissions/{submission}", {"GET": every(200)}),
+    # One's own decisions: anyone's list of what they decided (an auditor's is empty).
+    "console:decisions": Route("/decisions", {"GET": every(200)}, scoped=False),
     "console:submission_resend": Route(
         "/submissions/{submission}/resend",
         # Only the person it is sent as resends it.
@@ -181,6 +184,8 @@ SOCKETS = {
     # Its rows come in a token signed for one person (tests/console/test_queue_socket.py).
     "ws/queue": "/ws/queue",
     "ws/batches/<str:batch_id>": "/ws/batches/{batch}",
+    # One's own decisions' follow-ups: the person's own group only.
+    "ws/decisions": "/ws/decisions",
 }
 
 
@@ -202,7 +207,7 @@ def test_every_route_is_in_the_matrix() -> None:
     unplaced = {
         name
         for name in url_names()
-        if name not in ROUTES and name not in PUBLIC and not name.startswith(f"{API_NAMESPACE}:")
+        if name not in ROUTES and name not in PUBLIC and not name.startswith(API_NAMESPACES)
     }
     assert unplaced == set()
     assert {str(route.pattern) for route in websocket_urlpatterns} == set(SOCKETS)
@@ -433,6 +438,7 @@ SOCKET_OPENS: dict[str, Callable[[str], bool]] = {
     "/ws/approvals": lambda role: role == "supervisor",
     "/ws/queue": lambda role: False,  # without a token of the person's rows, for no one
     "/ws/batches/{batch}": lambda role: True,  # its namespace's people, as its page
+    "/ws/decisions": lambda role: True,  # anyone signed in, for their own decisions
 }
 
 

@@ -8,13 +8,43 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from orbit_console.client import OutcomeUnknown, Task
-from orbit_console.console.views.common import arender, console_view, set_aside_context, task_now
-from orbit_console.decisions.models import ConsoleEvent, Submission
+from orbit_console.client import OrbitError, OutcomeUnknown, Task
+from orbit_console.console.views.common import (
+    NoCredentialError,
+    arender,
+    console_view,
+    set_aside_context,
+    task_now,
+)
+from orbit_console.decisions.followups import followup_observe
+from orbit_console.decisions.models import ConsoleEvent, FollowUp, Submission
 from orbit_console.decisions.submissions import submission_send
 from orbit_console.lib.ids import is_id
 from orbit_console.people.access import require_task_read
 from orbit_console.people.person import Person
+
+
+async def followed_now(
+    request: HttpRequest, submission: Submission, current: Task | None
+) -> tuple[FollowUp | None, Task | None]:
+    """What the decision led to, as the API tells it now (I2): its follow-up, moved by this
+    fresh read of the followed task (the decision's own task, read already as ``current``, or
+    a retry's new task), and that task; the stored follow-up alone when the API does not
+    answer."""
+    followup = await FollowUp.objects.filter(submission_id=submission.id).afirst()
+    if followup is None:
+        return None, None
+    followed = current
+    if followup.task_id != submission.task_id:
+        try:
+            followed, _ = await task_now(request, followup.task_id)
+        except (OrbitError, NoCredentialError):
+            followed = None
+    if followed is None or followed.id != followup.task_id:
+        return followup, followed
+    if await sync_to_async(followup_observe)(followed):
+        followup = await FollowUp.objects.aget(submission_id=submission.id)
+    return followup, followed
 
 
 def _load(submission_id: str) -> tuple[Submission, list[ConsoleEvent]]:
@@ -36,11 +66,14 @@ async def submission_detail(request: HttpRequest, submission_id: str) -> HttpRes
     person: Person = request.person  # type: ignore[attr-defined]
     read = await _require_access(person, submission)
     current, current_error = await task_now(request, submission.task_id, read=read)
+    followup, followed = await followed_now(request, submission, current)
     context = {
         "submission": submission,
         "events": events,
         "current": current,
         "current_error": current_error,
+        "followup": followup,
+        "followed": followed,
         "can_resend": _can_resend(person, submission),
         **await set_aside_context(
             request,

@@ -11,9 +11,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_GET
 
-from orbit_console.client import OrbitClient
+from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
 from orbit_console.console.availability import retry_availability, review_availability
 from orbit_console.console.views.common import arender, console_view, task_client
+from orbit_console.decisions.followups import followup_observe
 from orbit_console.decisions.models import Submission
 from orbit_console.lib.ids import is_id
 from orbit_console.people.person import Person
@@ -34,12 +35,15 @@ async def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     person: Person = request.person  # type: ignore[attr-defined]
     async with await task_client(request, task_id) as orbit:
         task = await orbit.get_task(task_id)
-        attempts, timeline = await asyncio.gather(
-            orbit.list_attempts(task_id, limit=50), _timeline(orbit, person, task_id)
+        attempts, timeline, successor = await asyncio.gather(
+            orbit.list_attempts(task_id, limit=50),
+            _timeline(orbit, person, task_id),
+            _successor(orbit, task),
         )
     submissions = await sync_to_async(_submissions_of)(task_id)
     context = {
         "task": task,
+        "successor": successor,
         "attempts": attempts,
         "timeline": timeline,
         "actions": [review_availability(task, person), retry_availability(task, person)],
@@ -75,9 +79,22 @@ async def _timeline(orbit: OrbitClient, person: Person, task_id: str) -> Any:
     return None if timeline_of is None else await timeline_of(orbit, person, task_id)
 
 
+async def _successor(orbit: OrbitClient, task: Task) -> Task | None:
+    """The retry successor as it is now: what the retry led to (I2). It lies in the source's
+    queue, so the same credential reads it; ``None`` when the API does not tell."""
+    if not task.retry_successor_id:
+        return None
+    try:
+        successor = await orbit.get_task(task.retry_successor_id)
+    except (OrbitError, OutcomeUnknown):
+        return None
+    await sync_to_async(followup_observe)(successor)
+    return successor
+
+
 def _submissions_of(task_id: str) -> list[Submission]:
     return list(
         Submission.objects.filter(task_id=task_id)
-        .select_related("created_by", "sent_as")
+        .select_related("created_by", "sent_as", "followup")
         .order_by("-created_at")[:20]
     )

@@ -2,11 +2,14 @@
 
 Migrates the embedded database, seeds a demo world (once; later runs reuse it), gives the demo
 people fresh passwords, prints them, and serves HTTP and WebSockets (``manage.py serve`` with
-one worker: the in-memory channel layer serves one process), plus the reconciler and the
-audit checkpoint job, until Ctrl-C or SIGTERM stops everything it started. A child that exits
-is started again.
+one worker: the in-memory channel layer serves one process), plus the reconciler, the audit
+checkpoint job and a stand-in for Orbit's workers that runs retries' new tasks, until Ctrl-C or
+SIGTERM stops everything it started. A child that exits is started again. The console consumes
+the demo namespace's event stream (``manage.py feed``).
 """
 
+import io
+import logging
 import os
 import secrets
 import sys
@@ -48,6 +51,7 @@ class Command(BaseCommand):
         namespace_id, created = self._world()
         if created:
             self._set_aside_old_checkpoints()
+        self._feed(namespace_id)
         passwords = self._people(namespace_id)
         url = f"http://{options['host']}:{options['port']}"
         self.stdout.write(
@@ -60,7 +64,7 @@ class Command(BaseCommand):
             self.stdout.write(f"    {name:<11} password {password}   ({roles})")
         self.stdout.write("\n  Ctrl-C stops the demo.\n")
         if not options["no_serve"]:
-            self._serve(options["host"], options["port"])
+            self._serve(options["host"], options["port"], namespace_id)
 
     def _world(self) -> tuple[str, bool]:
         from orbit_console.ledger.models import Namespace
@@ -71,6 +75,26 @@ class Command(BaseCommand):
         from orbit_console.ledger.seed import demo_world
 
         return demo_world(label=DEMO_NAMESPACE), True
+
+    def _feed(self, namespace_id: str) -> None:
+        """The console consumes the demo namespace's event stream (docs/events.md), so that
+        decisions are followed to their end as they would be in production."""
+        from orbit_console.feed.models import Source
+
+        if not Source.objects.filter(namespace_id=namespace_id).exists():
+            logging.disable(logging.INFO)  # the terminal shows the demo, not the API's log
+            try:
+                call_command(
+                    "feed",
+                    "add",
+                    "--namespace",
+                    namespace_id,
+                    "--label",
+                    "orbit-console-demo",
+                    stdout=io.StringIO(),
+                )
+            finally:
+                logging.disable(logging.NOTSET)
 
     def _set_aside_old_checkpoints(self) -> None:
         """A new demo world is a new database: checkpoints of an earlier one (a deleted
@@ -94,7 +118,7 @@ class Command(BaseCommand):
             passwords[name] = password
         return passwords
 
-    def _serve(self, host: str, port: int) -> None:
+    def _serve(self, host: str, port: int, namespace_id: str) -> None:
         # The terminal stays readable: warnings and errors only, unless LOG_LEVEL says otherwise.
         env = {"LOG_LEVEL": "WARNING", **os.environ}
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
@@ -103,6 +127,9 @@ class Command(BaseCommand):
             Child("server", [*manage, "serve", *address]),
             Child("reconciler", [*manage, "reconcile"]),
             Child("checkpointer", [*manage, "audit", "checkpoint", "--every"]),
+            # A stand-in for Orbit's workers: retries' new tasks run, so that their follow-ups
+            # reach an end (docs/events.md).
+            Child("worker", [*manage, "orbit", "work", "--namespace", namespace_id]),
         ]
         Supervisor(children, env=env, cwd=settings.BASE_DIR).run()
         self.stdout.write("Orbit Console demo stopped.")

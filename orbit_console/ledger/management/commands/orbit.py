@@ -3,16 +3,23 @@
 orbit credential --actor NAME --namespace ID [--queue ID]... --permission P...
                  [--recovery-access] [--expires-in-days N]
 orbit seed
+orbit work --namespace ID [--after SECONDS]
+    a stand-in for Orbit's workers, for the demo: runs the new tasks that manual retries create
+    (after SECONDS waiting, and as long again running), until SIGINT or SIGTERM
 """
 
+import contextlib
+import signal
 import sys
+import threading
 from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
-from orbit_console.ledger.lifecycle import CredentialError, credential_issue
+from orbit_console.ledger.lifecycle import CredentialError, credential_issue, demo_work_round
 from orbit_console.ledger.models import Namespace, Permission, Queue
 from orbit_console.ledger.seed import seed_world
 from orbit_console.lib.strictjson import dumps
@@ -45,12 +52,29 @@ class Command(BaseCommand):
         )
         credential.add_argument("--expires-in-days", type=int, default=None)
         commands.add_parser("seed", help="create a fresh namespace with tasks in every state")
+        work = commands.add_parser("work", help="the demo's worker: runs retries' new tasks")
+        work.add_argument("--namespace", required=True, help="namespace id")
+        work.add_argument("--after", type=float, default=4.0, help="seconds before each step")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["command"] == "seed":
             sys.stdout.write(dumps(seed_world()) + "\n")
             return
+        if options["command"] == "work":
+            self._work(options["namespace"], timedelta(seconds=options["after"]))
+            return
         self._credential(options)
+
+    def _work(self, namespace_id: str, after: timedelta) -> None:
+        if not Namespace.objects.filter(id=namespace_id).exists():
+            raise CommandError(f"no namespace {namespace_id}")
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.wait(1.0):
+            with contextlib.suppress(DatabaseError):  # away: the next round tries again
+                demo_work_round(namespace_id, after=after)
+            close_old_connections()
 
     def _credential(self, options: dict[str, Any]) -> None:
         namespace = Namespace.objects.filter(id=options["namespace"]).first()

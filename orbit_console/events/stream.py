@@ -29,6 +29,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.security.websocket import OriginValidator
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from orbit_console.events.deliveries import (
@@ -50,6 +51,7 @@ from orbit_console.ledger.errors import (
     NotFound,
     PermissionDenied,
     Unauthenticated,
+    Unavailable,
 )
 from orbit_console.ledger.models import Credential, Permission
 from orbit_console.lib.ids import is_id, new_request_id
@@ -99,9 +101,13 @@ class EventStream(AsyncWebsocketConsumer):
         except ApiError as error:
             await self._refuse(error)
             return
+        except DatabaseError:
+            logger.warning("event stream: the database is unavailable at a handshake")
+            await self._refuse(Unavailable("the event stream is unavailable; connect again later"))
+            return
         group = stream_group(self.subscription.namespace_id)
         if not await join(self.channel_layer, group, self.channel_name):
-            await self._refuse(ApiError("the event stream is unavailable; connect again later"))
+            await self._refuse(Unavailable("the event stream is unavailable; connect again later"))
             return
         self.group = group
         await self.accept(SUBPROTOCOL)

@@ -29,7 +29,7 @@ import logging
 import os
 import random
 import socket
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -163,6 +163,11 @@ class Feed:
         self.stop = stop
         self.holder = holder or holder_name()
         self.consumers: dict[str, asyncio.Task[None]] = {}
+        # What each consumer was started with: a source added again (another subscription or
+        # token) is consumed afresh, a source removed is no longer consumed.
+        self.configured: dict[str, tuple[str, str]] = {}
+        # When each source last applied an event, written with the lease's renewals.
+        self.applied_at: dict[str, datetime] = {}
         # Proofs of deliveries this process held and did not acknowledge when a connection
         # broke: handed back on the next connection (I3).
         self.held: dict[str, set[str]] = {}
@@ -189,12 +194,18 @@ class Feed:
         if not leading:
             await self._stand_down()
             return
-        sources = [source async for source in Source.objects.all()]
-        for source in sources:
+        sources = {source.id: source async for source in Source.objects.all()}
+        for source_id in list(self.consumers):
+            source = sources.get(source_id)
+            wanted = (source.subscription_id, source.token_ciphertext) if source else None
+            if wanted != self.configured.get(source_id):
+                await self._stop(source_id)
+        for source in sources.values():
             running = self.consumers.get(source.id)
             if running is None or running.done():
+                self.configured[source.id] = (source.subscription_id, source.token_ciphertext)
                 self.consumers[source.id] = asyncio.create_task(self._consume(source))
-        await sync_to_async(self._renew)([source.id for source in sources])
+        await sync_to_async(self._renew)(list(sources))
         await self._look_after_followups()
         await sync_to_async(close_old_connections)()
 
@@ -203,17 +214,24 @@ class Feed:
         Source.objects.filter(id__in=source_ids, status=SourceStatus.LIVE).update(
             status_at=timezone.now()
         )
+        for source_id, applied_at in self.applied_at.items():
+            Source.objects.filter(id=source_id).update(last_event_at=applied_at)
+        self.applied_at.clear()
         InboxEvent.objects.filter(
             received_at__lt=timezone.now() - timedelta(days=INBOX_DAYS)
         ).delete()
 
     async def _stand_down(self) -> None:
-        for consumer in self.consumers.values():
+        for source_id in list(self.consumers):
+            await self._stop(source_id)
+
+    async def _stop(self, source_id: str) -> None:
+        consumer = self.consumers.pop(source_id, None)
+        self.configured.pop(source_id, None)
+        if consumer is not None:
             consumer.cancel()
-        for consumer in self.consumers.values():
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consumer
-        self.consumers.clear()
 
     async def _consume(self, source: Source) -> None:
         pause = 1.0
@@ -227,13 +245,10 @@ class Feed:
                     while True:
                         delivery = await stream.receive()
                         held.add(delivery.proof)
-                        applied = await event_handle(source, delivery.event)
+                        if await event_handle(source, delivery.event):
+                            self.applied_at[source.id] = timezone.now()
                         await stream.ack(delivery.proof)  # after the commit
                         held.discard(delivery.proof)
-                        if applied:
-                            await sync_to_async(source_status)(
-                                source.id, SourceStatus.LIVE, event=True
-                            )
             except StreamRefused as refused:
                 status = SourceStatus.MISSING if refused.status == 404 else SourceStatus.REFUSED
                 await self._down(source, status, str(refused))

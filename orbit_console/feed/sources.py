@@ -6,7 +6,6 @@ import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from orbit_console.client import OrbitClient
@@ -76,13 +75,10 @@ async def source_stream(source: Source) -> EventStreamConnection:
     )
 
 
-def source_status(source_id: str, status: str, note: str = "", *, event: bool = False) -> None:
-    now = timezone.now()
-    fields: dict[str, object] = {"status": status, "status_note": note[:2000], "status_at": now}
-    if event:
-        fields["last_event_at"] = now
-    with transaction.atomic():
-        Source.objects.filter(id=source_id).update(**fields)
+def source_status(source_id: str, status: str, note: str = "") -> None:
+    Source.objects.filter(id=source_id).update(
+        status=status, status_note=note[:2000], status_at=timezone.now()
+    )
 
 
 _live: tuple[float, frozenset[str]] = (0.0, frozenset())

@@ -47,7 +47,34 @@ from orbit_console.people.person import SUPERVISOR, Person, load_person
 logger = logging.getLogger("orbit.console.live")
 
 
-class ApprovalsConsumer(AsyncWebsocketConsumer):
+class _OneGroupConsumer(AsyncWebsocketConsumer):
+    """A page's socket that follows one group, renders in the reader's language and zone, and
+    is counted while open (``orbit_websockets_open``)."""
+
+    kind = ""
+    group = ""
+
+    async def open_on(self, group: str) -> None:
+        self.language, self.zone = reader_of(self.scope)
+        if not await join_or_close(self, group):
+            return
+        self.group = group
+        await self.accept()
+        WEBSOCKETS_OPEN.labels(consumer=self.kind).inc()
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            WEBSOCKETS_OPEN.labels(consumer=self.kind).dec()
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = ""
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page only listens; anything it sends is ignored."""
+
+
+class ApprovalsConsumer(_OneGroupConsumer):
+    kind = "approvals"
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -57,20 +84,7 @@ class ApprovalsConsumer(AsyncWebsocketConsumer):
         if not await self._is_supervisor():
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        self.language, self.zone = reader_of(self.scope)
-        if not await join_or_close(self, APPROVALS_GROUP):
-            return
-        self.joined = True
-        await self.accept()
-        WEBSOCKETS_OPEN.labels(consumer="approvals").inc()
-        self.counted = True
-
-    async def disconnect(self, code: int) -> None:
-        if getattr(self, "counted", False):
-            WEBSOCKETS_OPEN.labels(consumer="approvals").dec()
-            self.counted = False
-        if getattr(self, "joined", False):
-            await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
+        await self.open_on(APPROVALS_GROUP)
 
     @database_sync_to_async
     def _is_supervisor(self) -> bool:
@@ -229,11 +243,13 @@ class QueueRowsConsumer(AsyncWebsocketConsumer):
 # --- A person's decisions ------------------------------------------------------------------------
 
 
-class DecisionsConsumer(AsyncWebsocketConsumer):
+class DecisionsConsumer(_OneGroupConsumer):
     """``/ws/decisions``: the person's own decisions page. When what one of their decisions led
     to moves (``decisions/followups.py`` tells the person's group), its row is pushed again,
     whole, in the reader's language; the decision is read from the database as it now stands,
     so a push never says more than the page would."""
+
+    kind = "decisions"
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -241,22 +257,7 @@ class DecisionsConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.user = user
-        self.language, self.zone = reader_of(self.scope)
-        self.group = person_group(user.pk)
-        if not await join_or_close(self, self.group):
-            return
-        await self.accept()
-        WEBSOCKETS_OPEN.labels(consumer="decisions").inc()
-        self.counted = True
-
-    async def disconnect(self, code: int) -> None:
-        if getattr(self, "counted", False):
-            WEBSOCKETS_OPEN.labels(consumer="decisions").dec()
-            self.counted = False
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """The page only listens; anything it sends is ignored."""
+        await self.open_on(person_group(user.pk))
 
     async def decision_followed(self, message: dict[str, Any]) -> None:
         html = await self._row(message["submission_id"])

@@ -24,6 +24,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.utils import timezone
 
+from orbit_console.decisions.followups import FIRST_LOOK
 from orbit_console.decisions.models import ConsoleEvent, FollowUp, Submission
 from orbit_console.feed.models import InboxEvent, Leadership, Source
 from orbit_console.feed.sources import source_add
@@ -298,7 +299,9 @@ def test_a_stream_that_disappears_leaves_the_follow_ups_to_bounded_looks_I4(
             task_id=submission.result_task_id, event_type="task.completed"
         )
         assert not completed.exists()
-        # Its first look was due 5 s after its receipt, before the other one ended (10 s on).
+        # Past the moment its first look was due (and a round of the consumer after it):
+        due = FollowUp.objects.get(submission=stale).seen_at + FIRST_LOOK
+        time.sleep(max(0.0, (due - timezone.now()).total_seconds()) + 2 * float(LEASE))
         late = FollowUp.objects.get(submission=stale)
         assert not late.ended and late.looks == 0 and late.state == "WAITING"
     finally:

@@ -107,21 +107,33 @@ def subscription_create(
             return 200, earlier
         _check_queues(credential, request.queue_ids)
         try:
-            with transaction.atomic():
-                subscription = Subscription.objects.create(
-                    namespace_id=credential.namespace_id,
-                    name=request.name,
-                    queue_ids=" ".join(request.queue_ids),
-                    lease_ms=request.lease_ms,
-                    actor_id=credential.actor_id,
-                    created_at=timezone.now(),
-                    key_digest=digest,
-                    request_digest=request.digest,
-                )
+            return 201, subscription_insert(
+                namespace_id=credential.namespace_id,
+                request=request,
+                actor_id=credential.actor_id,
+                key_digest=digest,
+            )
         except IntegrityError:
             continue  # a racer with the same key won: answer from what it stored
-        return 201, subscription
     raise IntegrityError("the subscription's idempotency record could not be read back")
+
+
+def subscription_insert(
+    *, namespace_id: str, request: SubscriptionRequest, actor_id: str, key_digest: str
+) -> Subscription:
+    """Store a subscription whose queues were checked (over the API, against the caller's
+    scope; by ``manage.py events subscribe``, against the namespace)."""
+    with transaction.atomic():
+        return Subscription.objects.create(
+            namespace_id=namespace_id,
+            name=request.name,
+            queue_ids=" ".join(request.queue_ids),
+            lease_ms=request.lease_ms,
+            actor_id=actor_id,
+            created_at=timezone.now(),
+            key_digest=key_digest,
+            request_digest=request.digest,
+        )
 
 
 def _check_queues(credential: Credential, queue_ids: tuple[str, ...]) -> None:

@@ -1,0 +1,96 @@
+"""``manage.py events``: the embedded API's event-stream subscriptions (docs/events.md), for
+the operator of the embedded ledger (over the API: ``/v1/subscriptions``).
+
+events subscribe --namespace ID --name TEXT [--queue ID]... [--lease-ms N]
+    prints the new subscription's id
+events list [--namespace ID]
+    the subscriptions, with how many events each is owed
+events delete ID
+"""
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Count
+
+from orbit_console.events.models import Delivery, Subscription
+from orbit_console.events.subscriptions import (
+    DEFAULT_LEASE_MS,
+    parse_subscription,
+    subscription_insert,
+)
+from orbit_console.ledger.errors import InvalidArgument
+from orbit_console.ledger.lifecycle import actor_id_for
+from orbit_console.ledger.models import Namespace, Queue
+from orbit_console.lib.ids import new_id
+
+COMMAND_ACTOR = "manage.py events"
+
+
+class Command(BaseCommand):
+    help = "Manage the embedded API's event-stream subscriptions."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        commands = parser.add_subparsers(dest="command", required=True)
+        subscribe = commands.add_parser("subscribe", help="create a subscription")
+        subscribe.add_argument("--namespace", required=True, help="namespace id")
+        subscribe.add_argument("--name", required=True)
+        subscribe.add_argument("--queue", action="append", default=[], help="only this queue")
+        subscribe.add_argument("--lease-ms", type=int, default=DEFAULT_LEASE_MS)
+        listing = commands.add_parser("list", help="the subscriptions")
+        listing.add_argument("--namespace", default="")
+        delete = commands.add_parser("delete", help="delete a subscription and what it is owed")
+        delete.add_argument("id")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        command = options["command"]
+        if command == "subscribe":
+            self._subscribe(options)
+        elif command == "list":
+            self._list(options["namespace"])
+        else:
+            deleted, _ = Subscription.objects.filter(id=options["id"]).delete()
+            if not deleted:
+                raise CommandError(f"no subscription {options['id']}")
+            Delivery.objects.filter(subscription_id=options["id"]).delete()
+            self.stdout.write(f"deleted {options['id']}")
+
+    def _subscribe(self, options: dict[str, Any]) -> None:
+        namespace = Namespace.objects.filter(id=options["namespace"]).first()
+        if namespace is None:
+            raise CommandError(f"no namespace {options['namespace']}")
+        body: dict[str, Any] = {"name": options["name"], "lease_ms": options["lease_ms"]}
+        if options["queue"]:
+            body["queue_ids"] = options["queue"]
+        try:
+            request = parse_subscription(json.dumps(body).encode())
+        except InvalidArgument as refused:
+            raise CommandError(refused.message) from None
+        found = Queue.objects.filter(namespace=namespace, id__in=request.queue_ids).count()
+        if found != len(request.queue_ids):
+            raise CommandError("every --queue must be a queue of the namespace")
+        subscription = subscription_insert(
+            namespace_id=namespace.id,
+            request=request,
+            actor_id=actor_id_for(namespace.id, COMMAND_ACTOR),
+            key_digest=f"command-{new_id()}",
+        )
+        self.stdout.write(subscription.id)
+
+    def _list(self, namespace_id: str) -> None:
+        subscriptions = Subscription.objects.order_by("namespace_id", "created_at")
+        if namespace_id:
+            subscriptions = subscriptions.filter(namespace_id=namespace_id)
+        owed = dict(
+            Delivery.objects.values_list("subscription_id")
+            .annotate(n=Count("id"))
+            .values_list("subscription_id", "n")
+        )
+        for subscription in subscriptions:
+            queues = ",".join(sorted(subscription.queues)) or "*"
+            self.stdout.write(
+                f"{subscription.id} {subscription.namespace_id} {queues} "
+                f"lease {subscription.lease_ms} ms, owed {owed.get(subscription.id, 0)}: "
+                f"{subscription.name}"
+            )

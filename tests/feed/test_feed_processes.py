@@ -2,7 +2,8 @@
 recovery API (``orbit_server``) as an external Orbit, console processes that reach it only
 over HTTP and its event stream (``ORBIT_API_URL``), and ``manage.py feed run``.
 
-- a retry decided through the console is followed to its end through the stream (I2, I3);
+- a retry decided through the console is followed to its end through the stream (I2, I3), and
+  the live timeline of an external Orbit's task is fed by the stream, not by polling;
 - a consumer killed after its commit and before its ACK: the delivery comes back after the
   lease and the inbox applies it once (I3);
 - two console processes elect one consumer, and the other takes over when it dies;
@@ -10,6 +11,7 @@ over HTTP and its event stream (``ORBIT_API_URL``), and ``manage.py feed run``.
   at their deadline.
 """
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -23,6 +25,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.utils import timezone
+from websockets.asyncio.client import connect
+from websockets.typing import Origin
 
 from orbit_console.decisions.followups import FIRST_LOOK
 from orbit_console.decisions.models import ConsoleEvent, FollowUp, Submission
@@ -40,6 +44,8 @@ from tests.console.web import (
 from tests.support.orbit import bearer
 from tests.support.people import make_person
 from tests.support.servers import LOG_DIR, DaphneServer, child_env, free_port
+from tests.timeline.helpers import session_cookie, timeline_path
+from tests.timeline.test_live_processes import entry_arrives, review_over_http
 
 WAIT = 40.0  # generous: two cores and other suites at once; never a timing assertion
 LEASE = "2"  # seconds of the consumer's lease: a takeover within a few seconds
@@ -148,6 +154,41 @@ def test_a_retry_is_followed_to_its_end_through_the_stream_I2_I3(
         ]
         applied = InboxEvent.objects.filter(task_id=submission.result_task_id)
         assert {event.event_type for event in applied} >= {"task.completed"}
+    finally:
+        console.stop()
+
+
+def test_an_external_orbits_timeline_is_fed_by_its_stream_I3(
+    world: dict[str, Any], orbit_server: DaphneServer, feed_source: Source
+) -> None:
+    """A review made on the Orbit reaches a viewer of the console's live timeline while the
+    stream is live, and the feed applied its event (the inbox has it): the watcher publishes
+    only while no stream is live."""
+    auditor = make_person(world, "auditor")
+    console = console_process("feed-timeline", orbit_server).start()
+    task_id = world["tasks"]["needs_review"]
+    try:
+        eventually(
+            lambda: Source.objects.get(id=feed_source.id).status,
+            until=lambda status: status == "live",
+            what="the stream",
+        )
+
+        async def scenario() -> tuple[str, str]:
+            cookie = f"sessionid={await asyncio.to_thread(session_cookie, auditor.user)}"
+            async with connect(
+                console.url.replace("http://", "ws://", 1) + timeline_path(task_id),
+                origin=Origin(console.url),
+                additional_headers={"Cookie": cookie},
+            ) as socket:
+                audit_id = await review_over_http(orbit_server, world, "needs_review")
+                return audit_id, await entry_arrives(socket, f"entry-op-{audit_id}")
+
+        audit_id, fragment = asyncio.run(scenario())
+        assert f'id="entry-op-{audit_id}"' in fragment
+        assert 'hx-swap-oob="afterbegin:#timeline-entries"' in fragment
+        applied = InboxEvent.objects.filter(task_id=task_id, event_type="task.review")
+        assert applied.count() == 1
     finally:
         console.stop()
 

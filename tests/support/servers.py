@@ -49,13 +49,12 @@ def child_env(**extra: str) -> dict[str, str]:
     Batches are the reconciler's to send unless a test says otherwise: a test drives them
     itself (``work_batches``) or starts ``manage.py reconcile``, and a server that sent them on
     its own would race it (the tests of the server's own worker set ``CONSOLE_BATCH_WORKER``).
-    Likewise no server consumes Orbit's event stream unless a test asks (``CONSOLE_FEED``): one
-    would look after every test's follow-ups at once."""
+    No server consumes Orbit's event stream unless a test asks (``CONSOLE_FEED``, off for the
+    whole run: ``tests/support/environment.py``)."""
     env = {
         **os.environ,
         "DATABASE_URL": test_database_url(),
         "CONSOLE_BATCH_WORKER": "reconciler",
-        "CONSOLE_FEED": "off",
         **extra,
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

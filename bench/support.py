@@ -233,12 +233,13 @@ def server_env(database_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def manage(database_url: str, *args: str) -> str:
-    """``manage.py <args>`` in its own process; its stdout (exits the script if it fails)."""
+def manage(database_url: str, *args: str, env: Mapping[str, str] | None = None) -> str:
+    """``manage.py <args>`` in its own process, with ``env`` added to ``server_env``; its stdout
+    (exits the script if it fails)."""
     done = subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env=server_env(database_url),
+        env=server_env(database_url, **(env or {})),
         capture_output=True,
         text=True,
         check=False,

@@ -1,6 +1,6 @@
 """How long a new audit entry takes to reach the people watching a task's live timeline.
 
-    uv run python bench/timeline_latency.py [--viewers 1,10,50] [--events 30]
+    uv run python bench/timeline_latency.py [--viewers 1,10,50] [--events 30] [--remote]
         [--database-url mysql://root@127.0.0.1:3306/orbit_bench] [--redis-url redis://...]
 
 The script builds its own world and measures the real path end to end:
@@ -36,8 +36,33 @@ machine, same clock. Three starting points are reported:
   ledger's publish (``transaction.on_commit``) timed; ``--no-probe`` serves it unwrapped;
 - the moment the review's HTTP response reached the script.
 
-Results: a table on stdout and ``var/bench/timeline_latency[-<label>].json``. Numbers are
-written up in docs/performance.md; they are never asserted in tests.
+With ``--remote`` the console runs against an external Orbit (issue 17): two worker processes
+on the one database instead of one.
+
+- The "external Orbit": the embedded ledger serving the recovery API, wrapped by the probe as
+  above, ``CONSOLE_FEED=off``. With ``--redis-url`` it uses the next database of that Redis
+  server (``/12`` -> ``/13``): an external Orbit shares no channel layer with the console, and
+  its own commit-hook announcements must not reach the console's sockets. With the in-memory
+  layer each process has its own anyway.
+- Before the console starts, its feed is configured as an operator would against an external
+  Orbit: ``manage.py orbit credential`` issues a token in the seeded namespace with
+  ``tasks:read tasks:audit:read events:subscribe``, and ``manage.py feed add --token-file``
+  (with ``ORBIT_API_URL`` set) creates the subscription over HTTP and stores it as a source.
+- The console: ``ORBIT_API_URL`` = the first process's address, ``CONSOLE_FEED=server``, the
+  channel layer of the embedded mode. It holds the feed's lease and consumes the stream; for
+  each event it reads the audit record back with the stream's credential and publishes it to
+  the task's group. The script waits until the source's status is ``live`` before measuring.
+
+The people are enrolled as in the embedded mode: ``person_enroll`` mints their credentials in
+the ledger, which is the external Orbit's database too, and stores them sealed for the
+console, which then sends them to the API over HTTP. Viewers and the browser connect to the
+console; reviews go to the API; "commit" is the API process's probe. The console is served
+through the probe too: there it notes when the feed published the entry, which splits
+commit -> arrival into the stream's part (``commit_to_feed_ms``: the wake-up, the claim, the
+frame, the read back, the inbox's transaction) and the console's fan-out (``from_feed_ms``).
+
+Results: a table on stdout and ``var/bench/timeline_latency[-remote][-<label>].json``. Numbers
+are written up in docs/performance.md; they are never asserted in tests.
 """
 
 from __future__ import annotations
@@ -50,11 +75,12 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from support import (
@@ -76,6 +102,8 @@ from websockets.exceptions import ConnectionClosed
 
 MAX_PEOPLE = 10
 ARRIVAL_TIMEOUT = 15.0
+FEED_PERMISSIONS = ("tasks:read", "tasks:audit:read", "events:subscribe")
+FEED_LIVE_TIMEOUT = 60.0
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -125,6 +153,7 @@ class Sample:
     from_created_ms: float | None  # the audit record's created_at
     from_commit_ms: float | None  # the probe: publish, right after the commit (None: no probe)
     from_response_ms: float | None  # the review's HTTP response reaching the script
+    from_feed_ms: float | None = None  # --remote: the console's feed publishing the entry
 
 
 @dataclass
@@ -138,13 +167,14 @@ class Round:
     review_http_ms: float  # the review's HTTP round trip, as the script saw it
     created_to_commit_ms: float | None  # the rest of the review's transaction, and its commit
     created_to_response_ms: float
-    collector_ms: float | None  # the server's garbage-collector pauses, created_at to last arrival
+    collector_ms: float | None  # the servers' garbage-collector pauses, created_at to last arrival
+    commit_to_feed_ms: float | None = None  # --remote: the API's commit to the feed's publish
 
 
 @dataclass
 class Phase:
     viewers: int
-    server_cpu_s: float = 0.0
+    cpu_s: dict[str, float] = field(default_factory=dict)  # by process: server, or api + console
     wall_s: float = 0.0
     load_before: str = ""
     load_after: str = ""
@@ -190,19 +220,28 @@ def build_world(database_url: str, *, people: int, tasks: int) -> World:
 
 
 class Server(WorkerProcess):
-    """The console and the embedded recovery API; with ``probe``, wrapped in
-    ``bench/commit_probe.py``, whose notes it reads."""
+    """One worker process serving the console and the embedded recovery API (``env`` says
+    which parts it plays); with ``probe``, wrapped in ``bench/commit_probe.py``, whose notes it
+    reads. ``name`` names its log and its probe's notes under ``var/bench/``."""
 
     def __init__(
-        self, database_url: str, redis_url: str | None, *, probe: bool, gc_freeze: bool = False
+        self,
+        database_url: str,
+        redis_url: str | None,
+        *,
+        probe: bool,
+        gc_freeze: bool = False,
+        name: str = "server",
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        extra: dict[str, str] = {}
+        extra: dict[str, str] = dict(env or {})
         if redis_url:
             extra["REDIS_URL"] = redis_url
+        self.name = name
         self.probe_path: Path | None = None
         application = "orbit_console.asgi:application"
         if probe:
-            self.probe_path = BENCH_DIR / "commits.txt"
+            self.probe_path = BENCH_DIR / f"{name}-probe.txt"
             self.probe_path.unlink(missing_ok=True)
             extra["ORBIT_BENCH_PROBE_FILE"] = str(self.probe_path)
             if gc_freeze:
@@ -210,7 +249,7 @@ class Server(WorkerProcess):
             application = "bench.commit_probe:application"
         super().__init__(
             database_url,
-            log_path=BENCH_DIR / "server.log",
+            log_path=BENCH_DIR / f"{name}.log",
             application=application,
             extra_env=extra,
         )
@@ -220,8 +259,9 @@ class Server(WorkerProcess):
             return []
         return [line.split(" ") for line in self.probe_path.read_text().splitlines()]
 
-    def committed_at(self, audit_id: str) -> float | None:
-        """When the ledger published this audit record (the probe's note), if it did."""
+    def published_at(self, audit_id: str) -> float | None:
+        """When this process published this audit record to its channel layer (the probe's
+        note), if it did: the ledger's commit hook, or the console's feed."""
         for note in self._notes():
             if note[0] == audit_id:
                 return float(note[1])
@@ -236,6 +276,152 @@ class Server(WorkerProcess):
             if note[0].startswith("gc") and start <= float(note[1]) <= end:
                 pauses += float(note[2])
         return round(pauses, 3)
+
+
+@dataclass
+class Deployment:
+    """Where the viewers connect (``console``) and where the reviews go (``api``): one process
+    in the embedded mode, two with ``--remote``."""
+
+    console: Server
+    api: Server
+
+    @property
+    def remote(self) -> bool:
+        return self.console is not self.api
+
+    @property
+    def servers(self) -> list[Server]:
+        return [self.api, self.console] if self.remote else [self.api]
+
+    def cpu_seconds(self) -> dict[str, float]:
+        return {server.name: process_cpu_seconds(server.pid) for server in self.servers}
+
+    def collector_pauses_ms(self, start: float, end: float) -> float | None:
+        """The pauses of every process on the path (each one holds the entry up)."""
+        pauses = [server.collector_pauses_ms(start, end) for server in self.servers]
+        if any(pause is None for pause in pauses):
+            return None
+        return round(sum(pause for pause in pauses if pause is not None), 3)
+
+    def stop(self) -> None:
+        for server in reversed(self.servers):
+            server.stop()
+
+
+def serve_embedded(database_url: str, args: argparse.Namespace) -> Deployment:
+    """One process: the console and the embedded API it calls in-process."""
+    server = Server(database_url, args.redis_url, probe=not args.no_probe, gc_freeze=args.gc_freeze)
+    server.start()
+    return Deployment(console=server, api=server)
+
+
+def serve_remote(database_url: str, args: argparse.Namespace, world: World) -> Deployment:
+    """The external Orbit; the console's feed of its stream, configured; then the console,
+    once its stream is live."""
+    api = Server(
+        database_url,
+        other_redis_database(args.redis_url),
+        probe=not args.no_probe,
+        gc_freeze=args.gc_freeze,
+        name="api",
+        env={"CONSOLE_FEED": "off"},
+    )
+    api.start()
+    deployment = Deployment(console=api, api=api)
+    try:
+        add_feed(database_url, api.url, world.namespace_id)
+        console = Server(
+            database_url,
+            args.redis_url,
+            probe=not args.no_probe,
+            gc_freeze=args.gc_freeze,
+            name="console",
+            env={"ORBIT_API_URL": api.url, "CONSOLE_FEED": "server"},
+        )
+        deployment.console = console
+        console.start()
+        wait_until_live(world.namespace_id, console)
+    except BaseException:
+        deployment.stop()
+        raise
+    return deployment
+
+
+def other_redis_database(url: str | None) -> str | None:
+    """The next database of the same Redis server (``/12`` -> ``/13``): the external Orbit's
+    own channel layer."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    number = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(number + 1) % 16}"))
+
+
+def add_feed(database_url: str, api_url: str, namespace_id: str) -> None:
+    """What an operator does against an external Orbit: a token issued by Orbit for the
+    stream, then ``manage.py feed add`` with it (which creates the subscription over HTTP)."""
+    permissions = [arg for permission in FEED_PERMISSIONS for arg in ("--permission", permission)]
+    token = manage(
+        database_url,
+        "orbit",
+        "credential",
+        "--actor",
+        "bench-feed",
+        "--namespace",
+        namespace_id,
+        *permissions,
+        "--recovery-access",
+    ).strip()
+    token_file = BENCH_DIR / "feed-token.txt"
+    token_file.unlink(missing_ok=True)
+    token_file.touch(mode=0o600)
+    token_file.write_text(token + "\n")
+    try:
+        added = manage(
+            database_url,
+            "feed",
+            "add",
+            "--token-file",
+            str(token_file),
+            env={"ORBIT_API_URL": api_url},
+        )
+    finally:
+        token_file.unlink(missing_ok=True)
+    print(f"feed: {added.strip()}")
+
+
+def feed_source(namespace_id: str) -> dict[str, Any] | None:
+    """The console's source of this namespace as ``feed_source`` holds it (Django set up)."""
+    from django.db import connections
+
+    from orbit_console.feed.models import Source
+
+    try:
+        source = Source.objects.filter(namespace_id=namespace_id).first()
+    finally:
+        connections.close_all()
+    if source is None:
+        return None
+    return {
+        "subscription_id": source.subscription_id,
+        "status": source.status,
+        "status_note": source.status_note,
+        "status_at": source.status_at.isoformat() if source.status_at else None,
+        "last_event_at": source.last_event_at.isoformat() if source.last_event_at else None,
+    }
+
+
+def wait_until_live(namespace_id: str, console: Server) -> None:
+    """Until the console's feed says the namespace's stream is live."""
+    deadline = time.monotonic() + FEED_LIVE_TIMEOUT
+    while time.monotonic() < deadline:
+        source = feed_source(namespace_id)
+        if source is not None and source["status"] == "live":
+            print(f"feed: the stream of {source['subscription_id']} is live")
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"the console's feed did not go live ({source}); see {console.log_path}")
 
 
 # --- Clients ------------------------------------------------------------------------------------
@@ -338,7 +524,7 @@ class Browser:
         response = await self.page.goto(f"{self.base}/tasks/{task_id}")
         if response is None or not response.ok:
             status = response.status if response is not None else "no response"
-            raise SystemExit(f"the task page answered {status}; see {BENCH_DIR}/server.log")
+            raise SystemExit(f"the task page answered {status}; see the logs in {BENCH_DIR}")
         await self.page.wait_for_selector('#timeline-live[data-state="live"]')
 
     async def arrival(self, audit_id: str, timeout: float) -> float | None:
@@ -379,16 +565,16 @@ def utc_seconds(text: str) -> float:
 
 
 async def measure(
-    args: argparse.Namespace, server: Server, world: World, counts: list[int]
+    args: argparse.Namespace, deployment: Deployment, world: World, counts: list[int]
 ) -> tuple[list[Phase], dict[str, Any]]:
-    base = server.url
+    base = deployment.console.url
     sessions = [await sign_in(base, name, password) for name, password in world.people]
     browser: Browser | None = None
     if not args.no_browser:
         browser = Browser(base)
         await browser.start(*world.people[0])
     api = httpx.AsyncClient(
-        base_url=base,
+        base_url=deployment.api.url,
         timeout=30,
         headers={"Authorization": f"Bearer {world.admin_token}"},
     )
@@ -397,21 +583,24 @@ async def measure(
     try:
         for count in counts:
             phase = Phase(viewers=count, load_before=loadavg())
-            cpu_before, wall_before = process_cpu_seconds(server.pid), time.monotonic()
+            cpu_before, wall_before = deployment.cpu_seconds(), time.monotonic()
             rounds = args.warmup + args.events
             for index in range(rounds):
                 event = index - args.warmup  # negative: warm-up, not recorded
                 result = await one_round(
-                    api, server, next(tasks), sessions, count, browser, event, args
+                    api, deployment, next(tasks), sessions, count, browser, event, args
                 )
                 if event >= 0:
                     phase.rounds.append(result[0])
                     phase.samples.extend(result[1])
-            phase.server_cpu_s = round(process_cpu_seconds(server.pid) - cpu_before, 2)
+            phase.cpu_s = {
+                name: round(used - cpu_before[name], 2)
+                for name, used in deployment.cpu_seconds().items()
+            }
             phase.wall_s = round(time.monotonic() - wall_before, 2)
             phase.load_after = loadavg()
             phases.append(phase)
-            report_phase(phase, label=args.label)
+            report_phase(phase, label=results_path(args).stem.removeprefix("timeline_latency-"))
         burst = await authorisation_burst(api, world.tasks[0], max(counts))
     finally:
         await api.aclose()
@@ -450,7 +639,7 @@ async def authorisation_burst(api: httpx.AsyncClient, task_id: str, count: int) 
 
 async def one_round(
     api: httpx.AsyncClient,
-    server: Server,
+    deployment: Deployment,
     task_id: str,
     sessions: list[str],
     count: int,
@@ -460,7 +649,7 @@ async def one_round(
 ) -> tuple[Round, list[Sample]]:
     started = time.monotonic()
     viewers, _ = await asyncio.gather(
-        open_viewers(server.url, task_id, sessions, count, args.connect_spread),
+        open_viewers(deployment.console.url, task_id, sessions, count, args.connect_spread),
         browser.open_task(task_id) if browser is not None else asyncio.sleep(0),
     )
     connect_s = time.monotonic() - started
@@ -487,7 +676,8 @@ async def one_round(
 
     detail = await api.get(f"/v1/tasks/{task_id}/operations/{audit_id}")
     created = utc_seconds(detail.json()["data"]["created_at"])
-    committed = server.committed_at(audit_id)
+    committed = deployment.api.published_at(audit_id)
+    fed = deployment.console.published_at(audit_id) if deployment.remote else None
 
     def since(start: float | None, at: float | None) -> float | None:
         return None if start is None or at is None else round((at - start) * 1000, 3)
@@ -501,6 +691,7 @@ async def one_round(
             from_created_ms=since(created, at),
             from_commit_ms=since(committed, at),
             from_response_ms=since(answered, at),
+            from_feed_ms=since(fed, at),
         )
         for (name, _client), at in zip(clients, arrivals, strict=True)
     ]
@@ -514,9 +705,10 @@ async def one_round(
         review_http_ms=round((answered - sent) * 1000, 3),
         created_to_commit_ms=since(created, committed),
         created_to_response_ms=round((answered - created) * 1000, 3),
-        collector_ms=server.collector_pauses_ms(
+        collector_ms=deployment.collector_pauses_ms(
             created, max([at for at in arrivals if at is not None], default=answered)
         ),
+        commit_to_feed_ms=since(committed, fed),
     )
     await asyncio.sleep(args.pause)
     return record, samples
@@ -531,10 +723,12 @@ VIEWS = {
     "dom_from_created_ms": "browser: created_at -> DOM",
     "dom_from_commit_ms": "browser: commit -> DOM",
     "dom_from_response_ms": "browser: HTTP response -> DOM",
+    "ws_from_feed_ms": "ws: feed's publish -> arrival",
+    "commit_to_feed_ms": "commit -> feed's publish",
     "review_http_ms": "review HTTP round trip",
     "created_to_commit_ms": "review: created_at -> commit",
     "created_to_response_ms": "review: created_at -> response",
-    "collector_ms": "server GC pauses during the event",
+    "collector_ms": "GC pauses during the event",
 }
 
 
@@ -550,11 +744,14 @@ def phase_summary(phase: Phase) -> dict[str, Any]:
         "dom_from_created_ms": summary([s.from_created_ms for s in dom]),
         "dom_from_commit_ms": summary([s.from_commit_ms for s in dom]),
         "dom_from_response_ms": summary([s.from_response_ms for s in dom]),
+        "ws_from_feed_ms": summary([s.from_feed_ms for s in ws]),
+        "commit_to_feed_ms": summary([r.commit_to_feed_ms for r in rounds]),
         "review_http_ms": summary([r.review_http_ms for r in rounds]),
         "created_to_commit_ms": summary([r.created_to_commit_ms for r in rounds]),
         "created_to_response_ms": summary([r.created_to_response_ms for r in rounds]),
         "collector_ms": summary([r.collector_ms for r in rounds]),
-        "server_cpu_s": phase.server_cpu_s,
+        "server_cpu_s": round(sum(phase.cpu_s.values()), 2),
+        "cpu_s": phase.cpu_s,
         "wall_s": phase.wall_s,
         "load_before": phase.load_before,
         "load_after": phase.load_after,
@@ -563,10 +760,11 @@ def phase_summary(phase: Phase) -> dict[str, Any]:
 
 def report_phase(phase: Phase, *, label: str) -> None:
     row = phase_summary(phase)
+    cpu = ", ".join(f"{name} {seconds}" for name, seconds in phase.cpu_s.items())
     print(
-        f"\n[{label or 'run'}] N={phase.viewers} WebSocket clients (+ the browser)  "
+        f"\n[{label}] N={phase.viewers} WebSocket clients (+ the browser)  "
         f"load {row['load_before']} -> {row['load_after']}  "
-        f"server CPU {row['server_cpu_s']} s in {row['wall_s']} s"
+        f"CPU s ({cpu}) in {row['wall_s']} s"
     )
     print(f"  {'ms':<32}{'count':>6}{'lost':>5}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}")
     for key, title in VIEWS.items():
@@ -585,17 +783,27 @@ def cells(stats: dict[str, Any], names: Sequence[str]) -> str:
     return " ".join(f"{stats[name]:>7.1f}" for name in names)
 
 
+def results_path(args: argparse.Namespace) -> Path:
+    """``timeline_latency[-remote][-<label>].json`` under ``var/bench/``."""
+    parts = ["timeline_latency", "remote" if args.remote else "", args.label]
+    return BENCH_DIR / ("-".join(part for part in parts if part) + ".json")
+
+
 def report(
     phases: list[Phase],
     burst: dict[str, Any],
     args: argparse.Namespace,
+    deployment: Deployment,
+    feed: dict[str, Any] | None,
     layer: str,
     database: str,
 ) -> Path:
-    path = BENCH_DIR / (
-        f"timeline_latency-{args.label}.json" if args.label else "timeline_latency.json"
+    path = results_path(args)
+    mode = "remote (console + external Orbit)" if args.remote else "embedded"
+    print(
+        f"\n{mode}, {database}, {layer} layer; "
+        "ms from created_at, last three from the commit (probe)"
     )
-    print(f"\n{database}, {layer} layer; ms from created_at, last three from the commit (probe)")
     print(
         f"{'N':>4} {'ws p50':>7} {'ws p95':>7} {'ws p99':>7} {'ws max':>7} {'lost':>5}"
         f" {'dom p50':>7} {'dom p99':>7} {'dom max':>7}   {'commit->ws p50/p99/max':>24}"
@@ -611,9 +819,25 @@ def report(
             f"{phase.viewers:>4} {cells(ws, ('p50', 'p95', 'p99', 'max'))} {ws['lost']:>5}"
             f" {cells(dom, ('p50', 'p99', 'max'))}   {cells(commit, ('p50', 'p99', 'max'))}"
         )
+    if deployment.remote:
+        print(f"\n{'N':>4} {'commit->feed publish p50/p95/p99/max':>38} {'feed->ws p50/p99':>18}")
+        for phase in phases:
+            row = phase_summary(phase)
+            fed, fan = row["commit_to_feed_ms"], row["ws_from_feed_ms"]
+            print(
+                f"{phase.viewers:>4} {cells(fed, ('p50', 'p95', 'p99', 'max')):>38}"
+                f" {cells(fan, ('p50', 'p99')):>18}   rounds not published by the feed: "
+                f"{fed['lost']}"
+            )
     result = {
         "command": " ".join(["uv run python", *sys.argv]),
         "machine": machine(),
+        "mode": "remote" if deployment.remote else "embedded",
+        "processes": {
+            server.name: {"url": server.url, "log": str(server.log_path.relative_to(ROOT))}
+            for server in deployment.servers
+        },
+        "feed_source": feed,
         "database": database,
         "channel_layer": layer,
         "events": args.events,
@@ -662,6 +886,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--settle", type=float, default=0.5, help="seconds between the last connect and the event"
     )
     parser.add_argument("--pause", type=float, default=0.2, help="seconds between events")
+    parser.add_argument(
+        "--remote",
+        action="store_true",
+        help="the console against an external Orbit: two processes, the console's feed",
+    )
     parser.add_argument("--label", default="", help="suffix of the JSON file's name")
     args = parser.parse_args(argv)
     if args.gc_freeze and args.no_probe:
@@ -677,8 +906,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     database_url = fresh_database(args.database_url, "timeline.sqlite3")
     database = "mysql" if database_url.startswith("mysql") else "sqlite"
     layer = "redis" if args.redis_url else "in-memory"
+    mode = "remote" if args.remote else "embedded"
     print(
-        f"timeline latency: {database}, {layer} channel layer, N={args.counts}, "
+        f"timeline latency ({mode}): {database}, {layer} channel layer, N={args.counts}, "
         f"{args.events} events; load {loadavg()}"
     )
     manage(database_url, "migrate", "--noinput")
@@ -687,13 +917,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         people=min(max(args.counts), MAX_PEOPLE),
         tasks=(args.events + args.warmup) * len(args.counts),
     )
-    server = Server(database_url, args.redis_url, probe=not args.no_probe, gc_freeze=args.gc_freeze)
-    server.start()
+    if args.remote:
+        deployment = serve_remote(database_url, args, world)
+    else:
+        deployment = serve_embedded(database_url, args)
     try:
-        phases, burst = asyncio.run(measure(args, server, world, args.counts))
+        phases, burst = asyncio.run(measure(args, deployment, world, args.counts))
     finally:
-        server.stop()
-    path = report(phases, burst, args, layer, database)
+        deployment.stop()
+    feed = feed_source(world.namespace_id) if args.remote else None
+    path = report(phases, burst, args, deployment, feed, layer, database)
     print(f"\nwrote {path.relative_to(ROOT)}; load {loadavg()}")
 
 

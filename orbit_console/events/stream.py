@@ -241,6 +241,8 @@ class EventStream(AsyncWebsocketConsumer):
                     if until <= now:
                         del self.held[delivery_id]  # the lease ran out: owed to anyone again
                 room = self.capacity - len(self.held)
+                # Cleared before the claim: a wake-up that comes while it runs is kept.
+                self.wake.clear()
                 if room > 0:
                     handed = await database_sync_to_async(deliveries_claim)(
                         self.subscription, limit=room, now=timezone.now()
@@ -249,7 +251,6 @@ class EventStream(AsyncWebsocketConsumer):
                     if len(handed) == room:
                         continue  # there may be more: no wait
                 await _prune_now_and_then()
-                self.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), timeout=poll)
         except asyncio.CancelledError:

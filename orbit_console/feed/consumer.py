@@ -24,6 +24,7 @@ trying with a growing pause, and meanwhile the follow-ups are looked after by bo
 """
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -131,25 +132,60 @@ def event_apply(
     return True
 
 
-async def event_handle(source: Source, event: StreamEvent) -> bool:
-    """Read again what the event prompts, then apply it (``event_apply``)."""
+class Reader:
+    """What one stream's consumer reads again, with the source's credential: one client for the
+    connection's life (not a new connection per event), and the audit records it published
+    lately, since a review's two events (``task.review``, ``task.completed``) name the same
+    record and the timelines need it once."""
+
+    RECENT = 512
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.orbit = source_client(source)
+        self.published: collections.OrderedDict[str, None] = collections.OrderedDict()
+
+    async def aclose(self) -> None:
+        await self.orbit.aclose()
+
+    def new_record(self, audit_id: str) -> bool:
+        if audit_id in self.published:
+            return False
+        self.published[audit_id] = None
+        if len(self.published) > self.RECENT:
+            self.published.popitem(last=False)
+        return True
+
+
+async def event_handle(reader: Reader, event: StreamEvent) -> bool | None:
+    """Read again what the event prompts, then apply it (``event_apply``): ``True`` when
+    applied, ``False`` when the inbox had it, ``None`` when the API did not answer the read (the
+    event is left unacknowledged: it comes again after its lease)."""
     if await InboxEvent.objects.filter(event_id=event.id).aexists():
         return False
     task = operation = None
     wants_task = await sync_to_async(followed)(event.task_id)
     # Against the embedded API its own announcements feed the timelines (lib/live.py).
-    wants_operation = bool(settings.ORBIT_API_URL) and bool(event.audit_id)
-    if wants_task or wants_operation:
-        async with source_client(source) as orbit:
-            try:
-                if wants_task:
-                    task = await orbit.get_task(event.task_id)
-                if wants_operation:
-                    operation = await orbit.get_task_operation(event.task_id, event.audit_id)
-            except OrbitError as refused:
-                # Out of the stream credential's reach (403/404): apply what could be read.
-                logger.info("feed: cannot read %s again: %s", event.task_id, refused.code)
-    return await sync_to_async(event_apply)(source, event, task, operation)
+    wants_operation = (
+        bool(settings.ORBIT_API_URL)
+        and bool(event.audit_id)
+        and event.audit_id not in reader.published
+    )
+    try:
+        if wants_task:
+            task = await reader.orbit.get_task(event.task_id)
+        if wants_operation:
+            operation = await reader.orbit.get_task_operation(event.task_id, event.audit_id)
+    except OrbitError as refused:
+        # Out of the stream credential's reach (403/404): apply what could be read.
+        logger.info("feed: cannot read %s again: %s", event.task_id, refused.code)
+    except OutcomeUnknown as unknown:
+        logger.warning("feed: reading %s again: %s", event.task_id, unknown)
+        return None
+    applied = await sync_to_async(event_apply)(reader.source, event, task, operation)
+    if applied and operation is not None:
+        reader.new_record(event.audit_id)
+    return applied
 
 
 # --- The consumer -----------------------------------------------------------------------------
@@ -172,6 +208,7 @@ class Feed:
         # broke: handed back on the next connection (I3).
         self.held: dict[str, set[str]] = {}
         self.leading = False
+        self.looking: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         try:
@@ -206,7 +243,10 @@ class Feed:
                 self.configured[source.id] = (source.subscription_id, source.token_ciphertext)
                 self.consumers[source.id] = asyncio.create_task(self._consume(source))
         await sync_to_async(self._renew)(list(sources))
-        await self._look_after_followups()
+        # The looks run beside the lease's renewals, never holding them up: a slow API must not
+        # let the lease run out under a living consumer.
+        if self.looking is None or self.looking.done():
+            self.looking = asyncio.create_task(self._look_after_followups())
         await sync_to_async(close_old_connections)()
 
     def _renew(self, source_ids: list[str]) -> None:
@@ -224,6 +264,11 @@ class Feed:
     async def _stand_down(self) -> None:
         for source_id in list(self.consumers):
             await self._stop(source_id)
+        if self.looking is not None:
+            self.looking.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.looking
+            self.looking = None
 
     async def _stop(self, source_id: str) -> None:
         consumer = self.consumers.pop(source_id, None)
@@ -234,6 +279,13 @@ class Feed:
                 await consumer
 
     async def _consume(self, source: Source) -> None:
+        reader = Reader(source)
+        try:
+            await self._consume_with(source, reader)
+        finally:
+            await reader.aclose()
+
+    async def _consume_with(self, source: Source, reader: Reader) -> None:
         pause = 1.0
         held = self.held.setdefault(source.id, set())
         while not self.stop.is_set():
@@ -245,14 +297,17 @@ class Feed:
                     while True:
                         delivery = await stream.receive()
                         held.add(delivery.proof)
-                        if await event_handle(source, delivery.event):
+                        applied = await event_handle(reader, delivery.event)
+                        if applied is None:
+                            continue  # not read: unacknowledged, it comes again
+                        if applied:
                             self.applied_at[source.id] = timezone.now()
                         await stream.ack(delivery.proof)  # after the commit
                         held.discard(delivery.proof)
             except StreamRefused as refused:
                 status = SourceStatus.MISSING if refused.status == 404 else SourceStatus.REFUSED
                 await self._down(source, status, str(refused))
-            except (StreamLost, OutcomeUnknown, OSError) as lost:
+            except (StreamLost, OSError) as lost:
                 await self._down(source, SourceStatus.DOWN, str(lost))
             except asyncio.CancelledError:
                 raise

@@ -11,7 +11,8 @@
    transaction as raw SQL, statement for statement what the ORM sends (the credential and its
    queues, then in one transaction: the task ``FOR UPDATE``, the idempotency record ``FOR
    UPDATE``, the task update, both quota releases, the audit chain head, the audit insert, the
-   successor check, the idempotency receipt, the result event, ``COMMIT``). Transactions a
+   successor check, the idempotency receipt, the result event and what it owes the event
+   stream's subscriptions, ``COMMIT``). Transactions a
    second: the most this database could give the API on this machine.
 3. **The server**: ``--server dockerfile`` (the default) runs the Dockerfile's ``CMD`` from this
    checkout, bound to a free port of 127.0.0.1 instead of ``0.0.0.0:8000``, with
@@ -156,8 +157,8 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
         IdempotencyRecord,
         OperationAudit,
         Queue,
-        ResultEvent,
         Task,
+        TaskEvent,
     )
 
     def columns(model: Any) -> str:
@@ -266,24 +267,33 @@ def raw_review_ceiling(database_url: str, world: dict[str, Any], clients: int) -
                 now + timedelta(days=7),
             ],
         )
-        event_columns = ", ".join(
-            f"`{field.column}`"
-            for field in ResultEvent._meta.concrete_fields
-            if field.name != "sequence"
+        # The result event (naming the review), owed to the namespace's subscriptions in one
+        # statement (none here: the statement still runs).
+        event_fields = [f for f in TaskEvent._meta.concrete_fields if f.name != "sequence"]
+        values = {
+            "event_id": new_id(),
+            "namespace_id": task.namespace_id,
+            "queue_id": task.queue_id,
+            "task_id": task.id,
+            "kind": "task.completed",
+            "state": "FAILED",
+            "revision": task.revision + 1,
+            "result": '{"confirmed":true}',
+            "operation": "task.review",
+            "audit_id": audit_id,
+            "detail": "{}",
+            "created_at": now,
+        }
+        cursor.execute(
+            f"INSERT INTO ledger_taskevent ({', '.join(f'`{f.column}`' for f in event_fields)}) "  # noqa: S608
+            f"VALUES ({', '.join(['%s'] * len(event_fields))})",
+            [values[field.name] for field in event_fields],
         )
         cursor.execute(
-            f"INSERT INTO ledger_resultevent ({event_columns}) "  # noqa: S608
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                new_id(),
-                task.namespace_id,
-                task.id,
-                "task.completed",
-                "FAILED",
-                task.revision + 1,
-                '{"confirmed":true}',
-                now,
-            ],
+            "INSERT INTO events_delivery (subscription_id, sequence, attempt, claim_id, "
+            "created_at) SELECT id, %s, 0, '', %s FROM events_subscription "
+            "WHERE namespace_id = %s AND (queue_ids = '' OR queue_ids LIKE %s)",
+            [cursor.lastrowid, now, task.namespace_id, f"%{task.queue_id}%"],
         )
         connection.commit()
 

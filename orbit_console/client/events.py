@@ -72,6 +72,7 @@ class StreamEvent:
     task_id: str
     state: str
     revision: int
+    operation: str
     audit_id: str
     occurred_at: datetime
     extra: dict[str, str] = field(default_factory=dict)
@@ -87,6 +88,7 @@ class StreamEvent:
             "task_id",
             "state",
             "revision",
+            "operation",
             "audit_id",
             "occurred_at",
         }
@@ -99,6 +101,7 @@ class StreamEvent:
             task_id=data["task_id"],
             state=data["state"],
             revision=int(data["revision"]),
+            operation=data["operation"],
             audit_id=data["audit_id"],
             occurred_at=parse_utc(data["occurred_at"]),
             extra={key: value for key, value in data.items() if key not in known},

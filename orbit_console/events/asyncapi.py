@@ -18,9 +18,10 @@ from django.views.decorators.http import require_GET
 from orbit_console.events import stream
 from orbit_console.ledger.api.openapi import ID, STATE, TIME
 from orbit_console.ledger.journal import TASK_ACCEPTED, TASK_COMPLETED, TASK_NEEDS_REVIEW
-from orbit_console.ledger.services import RETRY, REVIEW
+from orbit_console.ledger.services import ACCEPTED, CANCELLED, EXECUTION_RESULT, REVIEW
 
-EVENT_TYPES = [TASK_ACCEPTED, TASK_NEEDS_REVIEW, TASK_COMPLETED, REVIEW, RETRY]
+EVENT_TYPES = [TASK_ACCEPTED, TASK_NEEDS_REVIEW, TASK_COMPLETED]
+OPERATIONS = [ACCEPTED, EXECUTION_RESULT, CANCELLED, REVIEW]
 DECIMAL = {"type": "string", "pattern": "^[1-9][0-9]*$"}
 PROOF = {"type": "string", "minLength": 1, "maxLength": 200}
 
@@ -46,6 +47,7 @@ EVENT = {
         "task_id",
         "state",
         "revision",
+        "operation",
         "audit_id",
         "occurred_at",
     ],
@@ -58,6 +60,12 @@ EVENT = {
         "task_id": ID,
         "state": {**STATE, "description": "The task's state at this event"},
         "revision": {**DECIMAL, "description": "The task's revision at this event"},
+        "operation": {
+            "enum": OPERATIONS,
+            "description": "The audit action of the operation that caused it: a manual review "
+            "is a task.completed whose operation is task.review, a manual retry the "
+            "successor's task.accepted, with retry_of",
+        },
         "audit_id": {
             **ID,
             "description": "The audit record, on this task, of the operation that caused it: "
@@ -67,10 +75,9 @@ EVENT = {
         "retry_of": {**ID, "description": "task.accepted of a retry successor: the source"},
         "retry_audit_id": {
             **ID,
-            "description": "task.accepted of a retry successor: the retry's audit record, "
-            "on the source",
+            "description": "task.accepted of a retry successor: the retry's audit record "
+            "(task.retry), on the source",
         },
-        "retry_task_id": {**ID, "description": "task.retry: the successor"},
     },
     "additionalProperties": False,
 }

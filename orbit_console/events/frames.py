@@ -22,6 +22,7 @@ def event_object(event: TaskEvent) -> dict[str, Any]:
         "task_id": event.task_id,
         "state": event.state,
         "revision": str(event.revision),
+        "operation": event.operation,
         "audit_id": event.audit_id,
         "occurred_at": format_utc(event.created_at),
     }

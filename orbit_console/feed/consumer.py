@@ -109,10 +109,11 @@ def followed(task_id: str) -> bool:
 
 
 def event_apply(
-    source: Source, event: StreamEvent, task: Task | None, operation: OperationDetail | None
+    source: Source, event: StreamEvent, task: Task | None, operations: list[OperationDetail]
 ) -> bool:
     """The event's effect and its inbox record, in one transaction; ``False`` when the inbox
-    had it (applied before: nothing happens again)."""
+    had it (applied before: nothing happens again). ``operations`` are published to their
+    tasks' groups once it commits."""
     try:
         with transaction.atomic():
             InboxEvent.objects.create(
@@ -124,9 +125,9 @@ def event_apply(
             )
             if task is not None:
                 followup_observe(task)
-            if operation is not None:
+            for operation in operations:
                 message = {"type": OPERATION_MESSAGE, "operation": operation.as_plain()}
-                publish_on_commit(task_group(event.task_id), message)
+                publish_on_commit(task_group(operation.task_id), message)
     except IntegrityError:
         return False
     return True
@@ -134,9 +135,9 @@ def event_apply(
 
 class Reader:
     """What one stream's consumer reads again, with the source's credential: one client for the
-    connection's life (not a new connection per event), and the audit records it published
-    lately, since a review's two events (``task.review``, ``task.completed``) name the same
-    record and the timelines need it once."""
+    consumer's life (not a new connection per event), and the audit records it published
+    lately, which a delivery that comes again, or another event naming the same record, need
+    not read and push again."""
 
     RECENT = 512
 
@@ -148,43 +149,46 @@ class Reader:
     async def aclose(self) -> None:
         await self.orbit.aclose()
 
-    def new_record(self, audit_id: str) -> bool:
-        if audit_id in self.published:
-            return False
+    def note_published(self, audit_id: str) -> None:
         self.published[audit_id] = None
         if len(self.published) > self.RECENT:
             self.published.popitem(last=False)
-        return True
 
 
 async def event_handle(reader: Reader, event: StreamEvent) -> bool | None:
     """Read again what the event prompts, then apply it (``event_apply``): ``True`` when
     applied, ``False`` when the inbox had it, ``None`` when the API did not answer the read (the
-    event is left unacknowledged: it comes again after its lease)."""
+    event is left unacknowledged: it comes again after its lease).
+
+    Against an external Orbit the timelines need the audit records the event names: its own
+    (on its task) and, for a retry's new task, the retry's (on the source task)."""
     if await InboxEvent.objects.filter(event_id=event.id).aexists():
         return False
-    task = operation = None
+    task = None
+    operations: list[OperationDetail] = []
     wants_task = await sync_to_async(followed)(event.task_id)
+    records = []
     # Against the embedded API its own announcements feed the timelines (lib/live.py).
-    wants_operation = (
-        bool(settings.ORBIT_API_URL)
-        and bool(event.audit_id)
-        and event.audit_id not in reader.published
-    )
+    if settings.ORBIT_API_URL:
+        records = [(event.task_id, event.audit_id)]
+        if event.extra.get("retry_of") and event.extra.get("retry_audit_id"):
+            records.append((event.extra["retry_of"], event.extra["retry_audit_id"]))
     try:
         if wants_task:
             task = await reader.orbit.get_task(event.task_id)
-        if wants_operation:
-            operation = await reader.orbit.get_task_operation(event.task_id, event.audit_id)
+        for task_id, audit_id in records:
+            if audit_id and audit_id not in reader.published:
+                operations.append(await reader.orbit.get_task_operation(task_id, audit_id))
     except OrbitError as refused:
         # Out of the stream credential's reach (403/404): apply what could be read.
         logger.info("feed: cannot read %s again: %s", event.task_id, refused.code)
     except OutcomeUnknown as unknown:
         logger.warning("feed: reading %s again: %s", event.task_id, unknown)
         return None
-    applied = await sync_to_async(event_apply)(reader.source, event, task, operation)
-    if applied and operation is not None:
-        reader.new_record(event.audit_id)
+    applied = await sync_to_async(event_apply)(reader.source, event, task, operations)
+    if applied:
+        for operation in operations:
+            reader.note_published(operation.id)
     return applied
 
 

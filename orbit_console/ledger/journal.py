@@ -120,8 +120,8 @@ def record_event(
     detail: dict[str, str] | None = None,
 ) -> TaskEvent:
     """Append an event of the task at its current state and revision (docs/events.md): a
-    result event carries the task's result; every event names the audit record of the
-    operation that caused it."""
+    result event carries the task's result; every event names the operation that caused it
+    and its audit record."""
     event = TaskEvent(
         event_id=new_id(),
         namespace_id=task.namespace_id,
@@ -131,6 +131,7 @@ def record_event(
         state=task.state,
         revision=task.revision,
         result=task.result if kind in RESULT_EVENTS else None,
+        operation=audit.action,
         audit_id=audit.id,
         detail=strictjson.dumps(detail or {}),
         created_at=now,

@@ -341,19 +341,16 @@ class TaskEvent(models.Model):
     """One event of a task's life, for subscribers of the event stream (I3, docs/events.md).
 
     Written in the transaction of the change it reports and frozen once written:
+    ``task.accepted`` for every new task (a retry successor's ``detail`` holds ``retry_of`` and
+    the retry's ``retry_audit_id``: RT9), ``task.needs_review`` when a task is parked and
+    ``task.completed`` when it reaches a terminal state. The last two are the result events: they
+    keep the task's ``result`` at that revision, and a review adds a new one at the new revision
+    instead of changing the earlier needs-review event (RV5, RV6).
 
-    - the result events: ``task.needs_review`` when a task is parked, ``task.completed`` when
-      it reaches a terminal state (by execution, cancellation or review), each with the task's
-      ``result`` at that revision; a review adds one at the new revision and never changes the
-      earlier needs-review event (RV5, RV6);
-    - ``task.accepted`` for every new task, a retry successor included (RT9: its ``detail``
-      holds ``retry_of`` and the retry's ``retry_audit_id``);
-    - the recovery operations, ``task.review`` and ``task.retry`` (``detail``:
-      ``retry_task_id``), on the task they act on.
-
-    ``audit_id`` names the record, on this event's own task, of the operation that caused it.
-    ``sequence`` orders the events as they were written; the event stream hands them out per
-    subscription (``orbit_console/events``).
+    ``operation`` is the audit action of the operation that caused the event (a recovery shows
+    as ``task.review`` on a completion, or as a successor's acceptance), and ``audit_id`` names
+    its record on this event's own task. ``sequence`` orders the events as they were written;
+    the event stream hands them out per subscription (``orbit_console/events``).
     """
 
     sequence = models.BigAutoField(primary_key=True)
@@ -365,6 +362,7 @@ class TaskEvent(models.Model):
     state = models.CharField(max_length=16, choices=TaskState.choices)
     revision = models.PositiveBigIntegerField()
     result = models.TextField(null=True, blank=True)  # noqa: DJ001
+    operation = models.CharField(max_length=64, default="")
     audit_id = _id_field(default="")
     # JSON text: what an event of this kind carries besides the common fields.
     detail = models.TextField(default="{}")

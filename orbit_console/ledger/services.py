@@ -8,8 +8,8 @@ Each is one transaction (RV5) shaped the same way:
    lock sees what the winner committed (C7);
 3. decide in the order of O3 — replay or ``IDEMPOTENCY_CONFLICT``, then ``STATE_CONFLICT`` and
    the time-dependent checks, then quota (429);
-4. write everything: task, successor, audit records, idempotency receipt, task events (the
-   recovery operation's, and the completion or the successor's acceptance).
+4. write everything: task, successor, audit records, idempotency receipt, task event (the
+   review's completion, or the successor's acceptance).
 
 Any refusal raises and rolls the whole transaction back, so a 429 leaves no idempotency record
 (RT7) and nothing is ever stored without its audit. The unique indexes on the idempotency scope
@@ -133,7 +133,6 @@ def _review(credential: Credential, task_id: str, key: str, request: ReviewReque
     # A task that was NEEDS_REVIEW until now has no retry successor: RT1 refuses to retry it.
     detail = task_detail(task, retry_successor_id=None)
     _store_receipt(credential, REVIEW, task, key, request.digest, 200, audit.id, detail, now)
-    record_event(task, kind=REVIEW, audit=audit, now=now)
     record_event(task, kind=TASK_COMPLETED, audit=audit, now=now)
     return Receipt(200, {"task": detail, "audit_id": audit.id, "deduplicated": False})
 
@@ -263,7 +262,6 @@ def _retry(credential: Credential, task_id: str, key: str, request: RetryRequest
         },
         now=now,
     )
-    record_event(source, kind=RETRY, audit=audit, now=now, detail={"retry_task_id": child.id})
     record_event(
         child,
         kind=TASK_ACCEPTED,

@@ -61,7 +61,9 @@ def test_real_frames_match_the_document(
             )
             assert reviewed.status_code == 200
             await asyncio.to_thread(accept, world, "asyncapi")
-            while {"pong", "event"} - {frame["type"] for frame in sent} or len(sent) < 5:
+            while sum(frame["type"] == "event" for frame in sent) < 2 or not any(
+                frame["type"] == "pong" for frame in sent
+            ):
                 sent.append(json.loads(await asyncio.wait_for(raw.recv(), 20)))
             proof = next(f for f in sent if f["type"] == "event")["delivery"]["proof"]
             ack = {"type": "ack", "proof": proof}

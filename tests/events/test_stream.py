@@ -144,8 +144,9 @@ def test_every_operation_is_an_event_in_the_order_written(
     world: dict[str, Any], stream_server: DaphneServer, stream_api: httpx.Client
 ) -> None:
     """Acceptance, execution results, cancellation, and the recovery operations (RV5: the
-    review's completion at its new revision; RT9: the successor's acceptance carries retry_of
-    and the retry's audit id), each naming the audit record that caused it."""
+    review's completion at its new revision, its operation task.review; RT9: the successor's
+    acceptance carries retry_of and the retry's audit id), each naming the operation and the
+    audit record that caused it."""
     tokens = world["tokens"]
     subscription = subscribe(stream_api, tokens["subscriber"])
     tasks = world["tasks"]
@@ -168,7 +169,7 @@ def test_every_operation_is_an_event_in_the_order_written(
             )
             cancelled = await asyncio.to_thread(accept, world, "cancelled-later")
             await asyncio.to_thread(task_cancel, task=cancelled, actor_id="0" * 32, reason="x")
-            received = await take(s, 8)
+            received = await take(s, 6)
             for delivery in received:
                 await s.ack(delivery.proof)
             return received, reviewed.json(), retried.json(), accepted, cancelled
@@ -177,28 +178,33 @@ def test_every_operation_is_an_event_in_the_order_written(
     events = [delivery.event for delivery in received]
     sequences = [event.sequence for event in events]
     assert sequences == sorted(sequences)
-    assert len({event.id for event in events}) == 8
-    summary = [(event.type, event.task_id, event.state, event.revision) for event in events]
+    assert len({event.id for event in events}) == 6
+    summary = [
+        (event.type, event.operation, event.task_id, event.state, event.revision)
+        for event in events
+    ]
     successor = retried["data"]["task"]["id"]
     assert summary == [
-        ("task.review", tasks["needs_review"], "FAILED", 4),
-        ("task.completed", tasks["needs_review"], "FAILED", 4),
-        ("task.retry", tasks["failed"], "FAILED", 3),
-        ("task.accepted", successor, "WAITING", 1),
-        ("task.accepted", accepted.id, "WAITING", 1),
-        ("task.needs_review", accepted.id, "NEEDS_REVIEW", 3),
-        ("task.accepted", cancelled.id, "WAITING", 1),
-        ("task.completed", cancelled.id, "CANCELLED", 2),
+        ("task.completed", "task.review", tasks["needs_review"], "FAILED", 4),
+        ("task.accepted", "task.accepted", successor, "WAITING", 1),
+        ("task.accepted", "task.accepted", accepted.id, "WAITING", 1),
+        ("task.needs_review", "task.execution_result", accepted.id, "NEEDS_REVIEW", 3),
+        ("task.accepted", "task.accepted", cancelled.id, "WAITING", 1),
+        ("task.completed", "task.cancelled", cancelled.id, "CANCELLED", 2),
     ]
-    assert events[0].audit_id == events[1].audit_id == reviewed["data"]["audit_id"]
-    assert events[2].audit_id == retried["data"]["audit_id"]
-    assert events[2].extra == {"retry_task_id": successor}
-    assert events[3].extra == {"retry_of": tasks["failed"], "retry_audit_id": events[2].audit_id}
-    assert events[3].audit_id != events[2].audit_id  # the successor's own task.accepted record
-    operation = stream_api.get(
-        f"/v1/tasks/{successor}/operations/{events[3].audit_id}", headers=bearer(tokens["admin"])
-    )
-    assert operation.json()["data"]["action"] == "task.accepted"
+    assert events[0].audit_id == reviewed["data"]["audit_id"]
+    # RT9: the successor's acceptance names its source and the retry's record there.
+    retry_audit_id = retried["data"]["audit_id"]
+    assert events[1].extra == {"retry_of": tasks["failed"], "retry_audit_id": retry_audit_id}
+    assert events[1].audit_id != retry_audit_id  # the successor's own task.accepted record
+    for task_id, audit_id, action in (
+        (successor, events[1].audit_id, "task.accepted"),
+        (tasks["failed"], retry_audit_id, "task.retry"),
+    ):
+        operation = stream_api.get(
+            f"/v1/tasks/{task_id}/operations/{audit_id}", headers=bearer(tokens["admin"])
+        )
+        assert operation.json()["data"]["action"] == action
     assert all(event.namespace_id == world["namespace_id"] for event in events)
     assert all(event.queue_id == world["queue_id"] for event in events)
     assert all(delivery.attempt == 1 for delivery in received)

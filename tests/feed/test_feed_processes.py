@@ -21,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -41,7 +42,7 @@ from tests.console.web import (
     wizard_submit,
     wizard_to_confirm,
 )
-from tests.support.orbit import bearer
+from tests.support.orbit import bearer, post, retry_body
 from tests.support.people import make_person
 from tests.support.servers import LOG_DIR, DaphneServer, child_env, free_port
 from tests.timeline.helpers import session_cookie, timeline_path
@@ -88,8 +89,6 @@ def feed_source(
 
 
 def remote_subscription(token: str, lease_ms: int) -> str:
-    import httpx
-
     response = httpx.post(
         f"{settings.ORBIT_API_URL}/v1/subscriptions",
         json={"name": "console feed", "lease_ms": lease_ms},
@@ -161,12 +160,13 @@ def test_a_retry_is_followed_to_its_end_through_the_stream_I2_I3(
 def test_an_external_orbits_timeline_is_fed_by_its_stream_I3(
     world: dict[str, Any], orbit_server: DaphneServer, feed_source: Source
 ) -> None:
-    """A review made on the Orbit reaches a viewer of the console's live timeline while the
-    stream is live, and the feed applied its event (the inbox has it): the watcher publishes
-    only while no stream is live."""
+    """A review and a retry made on the Orbit reach the viewers of the console's live timelines
+    while the stream is live, and the feed applied their events (the inbox has them): the
+    watcher publishes only while no stream is live. A retry is one event, the successor's
+    acceptance (RT9): the feed publishes the retry's own record to the source's timeline."""
     auditor = make_person(world, "auditor")
     console = console_process("feed-timeline", orbit_server).start()
-    task_id = world["tasks"]["needs_review"]
+    reviewed, retried = world["tasks"]["needs_review"], world["tasks"]["failed"]
     try:
         eventually(
             lambda: Source.objects.get(id=feed_source.id).status,
@@ -174,21 +174,35 @@ def test_an_external_orbits_timeline_is_fed_by_its_stream_I3(
             what="the stream",
         )
 
-        async def scenario() -> tuple[str, str]:
+        async def watch(task_id: str, decide: Callable[[], Any]) -> tuple[str, str]:
             cookie = f"sessionid={await asyncio.to_thread(session_cookie, auditor.user)}"
             async with connect(
                 console.url.replace("http://", "ws://", 1) + timeline_path(task_id),
                 origin=Origin(console.url),
                 additional_headers={"Cookie": cookie},
             ) as socket:
-                audit_id = await review_over_http(orbit_server, world, "needs_review")
+                audit_id = await decide()
                 return audit_id, await entry_arrives(socket, f"entry-op-{audit_id}")
 
-        audit_id, fragment = asyncio.run(scenario())
-        assert f'id="entry-op-{audit_id}"' in fragment
-        assert 'hx-swap-oob="afterbegin:#timeline-entries"' in fragment
-        applied = InboxEvent.objects.filter(task_id=task_id, event_type="task.review")
-        assert applied.count() == 1
+        def retry_over_http() -> str:
+            with httpx.Client(base_url=orbit_server.url) as api:
+                response = post(api, retried, "retry", world["tokens"]["admin"], retry_body())
+            assert response.status_code == 201, response.text
+            return str(response.json()["data"]["audit_id"])
+
+        async def retry() -> str:
+            return await asyncio.to_thread(retry_over_http)
+
+        for task_id, decide in (
+            (reviewed, lambda: review_over_http(orbit_server, world, "needs_review")),
+            (retried, retry),
+        ):
+            audit_id, fragment = asyncio.run(watch(task_id, decide))
+            assert f'id="entry-op-{audit_id}"' in fragment
+            assert 'hx-swap-oob="afterbegin:#timeline-entries"' in fragment
+        assert InboxEvent.objects.filter(task_id=reviewed, event_type="task.completed").exists()
+        successor = Task.objects.get(retry_of=retried)
+        assert InboxEvent.objects.filter(task_id=successor.id, event_type="task.accepted").exists()
     finally:
         console.stop()
 
@@ -251,8 +265,6 @@ def test_a_consumer_killed_before_its_ack_is_applied_once_I3(
 
 
 def subscription_backlog(world: dict[str, Any], source: Source) -> int:
-    import httpx
-
     response = httpx.get(
         f"{settings.ORBIT_API_URL}/v1/subscriptions/{source.subscription_id}",
         headers=bearer(world["tokens"]["subscriber"]),
@@ -307,8 +319,6 @@ def test_two_console_processes_elect_one_consumer_and_the_other_takes_over(
 def test_a_stream_that_disappears_leaves_the_follow_ups_to_bounded_looks_I4(
     world: dict[str, Any], orbit_server: DaphneServer, feed_source: Source
 ) -> None:
-    import httpx
-
     console = console_process("feed-gone", orbit_server).start()
     try:
         submission = retry_through_console(console.url, world)

@@ -79,12 +79,10 @@ def test_review_writes_task_audit_and_event_in_one_go_RV5(
     assert task.state == "FAILED" and task.revision == 4 and task.completed_at is not None
     audit = OperationAudit.objects.get(id=response.json()["data"]["audit_id"])
     assert audit.action == "task.review"
-    # The new result event, and the recovery operation's own event (docs/events.md), both
-    # naming the review's audit record.
+    # The new result event, naming the review and its audit record (docs/events.md).
     new_events = TaskEvent.objects.filter(task_id=task_id).order_by("sequence")[events_before:]
-    assert [(e.kind, e.state, e.revision, e.audit_id) for e in new_events] == [
-        ("task.review", "FAILED", 4, audit.id),
-        ("task.completed", "FAILED", 4, audit.id),
+    assert [(e.kind, e.state, e.revision, e.operation, e.audit_id) for e in new_events] == [
+        ("task.completed", "FAILED", 4, "task.review", audit.id),
     ]
 
 
@@ -405,13 +403,11 @@ def test_review_releases_one_unit_of_quota_and_records_audit_and_event_RV5(
     assert new_audits[0]["id"] == response.json()["data"]["audit_id"]
     assert after["receipts"] == before["receipts"] + 1
     new_events = after["events"][len(before["events"]) :]
-    # The recovery operation's event, then the new result event with the exact result.
-    assert [event["kind"] for event in new_events] == ["task.review", "task.completed"]
-    completed = new_events[1]
+    assert [event["kind"] for event in new_events] == ["task.completed"]
+    completed = new_events[0]
     assert completed["revision"] == 4
     assert completed["state"] == TaskState.SUCCEEDED
     assert completed["result"] == EXACT_RESULT
-    assert new_events[0]["result"] is None  # only result events carry the result
 
 
 # --- RV6: history is never rewritten ---------------------------------------------------------

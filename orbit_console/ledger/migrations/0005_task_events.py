@@ -1,6 +1,6 @@
 """The result events become the task event log the event stream reads (docs/events.md): every
-acceptance, parking, completion and recovery operation, each naming its queue and the audit
-record of the operation that caused it."""
+acceptance, parking and completion, each naming its queue and the operation (and its audit
+record) that caused it."""
 
 from django.db import migrations, models
 
@@ -14,6 +14,11 @@ class Migration(migrations.Migration):
             model_name="taskevent",
             name="queue_id",
             field=models.CharField(default="", max_length=32),
+        ),
+        migrations.AddField(
+            model_name="taskevent",
+            name="operation",
+            field=models.CharField(default="", max_length=64),
         ),
         migrations.AddField(
             model_name="taskevent",

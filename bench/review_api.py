@@ -2,7 +2,7 @@
 
     uv run python bench/review_api.py --database-url mysql://root@127.0.0.1:3306/orbit_bench
         [--redis-url redis://127.0.0.1:6379/14] [--clients 8] [--requests 2000]
-        [--server dockerfile|worker|daphne] [--label L]
+        [--server dockerfile|worker|daphne] [--subscriptions N] [--label L]
 
 1. A fresh database (``support.fresh_database``: the MySQL/MariaDB database named, dropped and
    created again; its name must contain "bench"), migrated and seeded with ``orbit seed``, plus
@@ -69,9 +69,12 @@ HEALTH_SECONDS = 5.0
 # --- The world ----------------------------------------------------------------------------------
 
 
-def build_world(database_url: str, count: int) -> dict[str, Any]:
+def build_world(database_url: str, count: int, subscriptions: int = 0) -> dict[str, Any]:
     manage(database_url, "migrate", "--verbosity", "0")
     seeded = json.loads(manage(database_url, "orbit", "seed"))
+    for index in range(subscriptions):  # each is owed every review's event (docs/events.md)
+        namespace = seeded["namespace_id"]
+        manage(database_url, "events", "subscribe", "--namespace", namespace, "--name", f"s{index}")
     setup_django(database_url)
     from django.db import connections
 
@@ -387,6 +390,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--database-url", required=True, help="mysql://.../<name with 'bench'>")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument(
+        "--subscriptions",
+        type=int,
+        default=0,
+        help="event-stream subscriptions of the namespace, owed every review's event",
+    )
     server_arguments(parser)
     return parser.parse_args(argv)
 
@@ -396,8 +405,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.database_url.startswith("mysql"):
         raise SystemExit("the raw-SQL ceiling is written for MySQL/MariaDB: pass a mysql:// URL")
     database_url = fresh_database(args.database_url, "unused.sqlite3")
-    world = build_world(database_url, args.requests)
-    results: dict[str, Any] = {"machine": machine(), "clients": args.clients}
+    world = build_world(database_url, args.requests, args.subscriptions)
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "clients": args.clients,
+        "subscriptions": args.subscriptions,
+    }
     if args.grow:
         results["grown"] = grow(database_url, world["namespace_id"], args.grow)
     results["load_before"] = loadavg()

@@ -10,7 +10,8 @@ requests. For each answer:
 - a **5xx** is a finding: the server failed on a request it documents as valid;
 - a **400** is a finding unless its ``field`` is one whose validity depends on more than the
   request (``DYNAMIC_FIELDS``: a cursor this server did not issue, times judged against the
-  clock, a time budget judged against the task). Everything else the API refuses as
+  clock, a time budget judged against the task, a subscription's queues that must exist in the
+  caller's scope). Everything else the API refuses as
   malformed is a static rule, and the document must state it.
 
 Printed and written to ``var/bench/fuzz_api[-<label>].json``: requests sent, per operation and
@@ -36,7 +37,11 @@ import schemathesis
 from hypothesis import HealthCheck, Phase
 from schemathesis.generation.modes import GenerationMode
 
-DYNAMIC_FIELDS = frozenset({"cursor", "available_at", "start_deadline_at", "task_timeout_ms"})
+# Whose validity depends on more than the request: a cursor this server issued, times judged
+# against the clock, a budget judged against the task, queues that exist in the caller's scope.
+DYNAMIC_FIELDS = frozenset(
+    {"cursor", "available_at", "start_deadline_at", "task_timeout_ms", "queue_ids"}
+)
 
 
 @dataclass
@@ -101,16 +106,25 @@ class Target:
 
 def fuzz(target: Target, *, requests_wanted: int, seed: int = 0) -> Findings:
     """At least ``requests_wanted`` generated requests, valid by the document, spread evenly
-    over its operations."""
+    over its operations. An operation with few possible requests (a document, a list with one
+    parameter) gives fewer than its share: what it leaves is spread again, with another seed,
+    over the operations that gave their whole share."""
     schema = schemathesis.openapi.from_url(f"{target.base_url}/v1/openapi.json")
-    operations = [result.ok() for result in schema.get_all_operations()]
-    per_operation = -(-requests_wanted // len(operations))
+    pending = [result.ok() for result in schema.get_all_operations()]
     findings = Findings()
     with requests.Session() as session:
         session.headers["Authorization"] = f"Bearer {target.token}"
-        for operation in operations:
-            strategy = operation.as_strategy(generation_mode=GenerationMode.POSITIVE)
-            send_all(strategy, operation.label, per_operation, seed, target, session, findings)
+        round_ = 0
+        while findings.sent < requests_wanted and pending:
+            share = -(-(requests_wanted - findings.sent) // len(pending))
+            gave_all = []
+            for operation in pending:
+                strategy = operation.as_strategy(generation_mode=GenerationMode.POSITIVE)
+                before = findings.sent
+                send_all(strategy, operation.label, share, seed + round_, target, session, findings)
+                if findings.sent - before >= share:
+                    gave_all.append(operation)
+            pending, round_ = gave_all, round_ + 1
     return findings
 
 

@@ -7,6 +7,7 @@ did not exist); a credential limited to some queues can only subscribe to some o
 """
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -58,6 +59,9 @@ def parse_subscription(body: bytes) -> SubscriptionRequest:
     lease_ms = DEFAULT_LEASE_MS
     if "lease_ms" in members:
         lease = members["lease_ms"].value
+        # An integer as JSON Schema has it: 5000, or 5000.0 (the document says "integer").
+        if isinstance(lease, Decimal) and lease.is_finite() and lease == lease.to_integral_value():
+            lease = int(lease)
         if isinstance(lease, bool) or not isinstance(lease, int):
             raise invalid_field("lease_ms", "must be an integer number of milliseconds")
         if not LEASE_MS[0] <= lease <= LEASE_MS[1]:

@@ -122,7 +122,7 @@ def test_a_full_review_through_the_wizard_ends_in_a_receipt(
     expect(page.locator("#request-body")).to_contain_text("9007199254740993")
 
     submit_decision(page, "execution_settled")
-    expect(page.locator(".callout.ok h2")).to_have_text("Applied")
+    expect(page.locator("#receipt h2")).to_have_text("Applied")
     records = review_records(api, world, task_id)
     assert len(records) == 1
     expect(page.locator("#receipt-audit-id")).to_have_text(records[0]["id"])
@@ -163,7 +163,7 @@ def test_a_full_retry_through_the_wizard_ends_at_the_new_task(
     }
     submit_decision(page, "safe_to_retry")
 
-    expect(page.locator(".callout.ok h2")).to_have_text("Applied")
+    expect(page.locator("#receipt h2")).to_have_text("Applied")
     new_task_link = page.locator("#receipt-new-task")
     expect(new_task_link).to_have_text(re.compile(r"^[0-9a-f]{32}$"))
     new_task = new_task_link.text_content() or ""
@@ -423,7 +423,7 @@ def test_an_unreachable_api_is_an_unknown_outcome_reconciled_by_resending(
 
     faulty_proxy.set_mode("pass")
     page.get_by_role("button", name="Send the identical request again").click()
-    expect(page.locator(".callout.ok h2")).to_have_text("Applied")
+    expect(page.locator("#receipt h2")).to_have_text("Applied")
     records = review_records(api, world, task_id)
     assert len(records) == 1
     expect(page.locator("#receipt-audit-id")).to_have_text(records[0]["id"])
@@ -457,7 +457,7 @@ def test_a_lost_answer_is_an_unknown_outcome_reconciled_to_the_original_receipt(
 
     faulty_proxy.set_mode("pass")
     page.get_by_role("button", name="Send the identical request again").click()
-    expect(page.locator(".callout.ok h2")).to_have_text("Applied")
+    expect(page.locator("#receipt h2")).to_have_text("Applied")
     expect(page.locator("#receipt-deduplicated")).to_contain_text("yes")
     expect(page.locator("#receipt-audit-id")).to_have_text(records[0]["id"])
     assert review_records(api, world, task_id) == records
@@ -534,7 +534,7 @@ def test_a_double_click_on_submit_makes_one_submission(
     page.check("#id_execution_settled")
     page.locator("button[name=nav][value=submit]").dblclick()
 
-    expect(page.locator(".callout.ok h2")).to_have_text("Applied")
+    expect(page.locator("#receipt h2")).to_have_text("Applied")
     assert Submission.objects.filter(task_id=task_id).count() == 1
     assert OperationAudit.objects.filter(task_id=task_id, action="task.review").count() == 1
     assert len(review_records(api, world, task_id)) == 1
@@ -555,7 +555,7 @@ def test_two_tabs_submitting_the_same_decision_make_one_submission(
     review_to_confirm(second, orbit_server, task_id, outcome="SUCCEEDED")
 
     submit_decision(page, "execution_settled")
-    expect(page.locator(".callout.ok h2")).to_have_text("Applied")
+    expect(page.locator("#receipt h2")).to_have_text("Applied")
     submit_decision(second, "execution_settled")
     expect(second.locator("#set-aside")).to_contain_text("Your decision was not sent")
     expect(second.locator("#set-aside-mine")).to_contain_text('"outcome": "SUCCEEDED"')
@@ -628,7 +628,7 @@ def test_xss_in_reason_evidence_payload_and_result_renders_as_text(
     _assert_inert(page)
 
     submit_decision(page, "execution_settled")
-    expect(page.locator(".callout.ok h2")).to_have_text("Applied")
+    expect(page.locator("#receipt h2")).to_have_text("Applied")
     stored_body = page.locator("section[aria-labelledby=request-title] pre")
     expect(stored_body).to_contain_text("<img src=x onerror=")
     expect(stored_body).to_contain_text("<script>window.__xss=2</script>")

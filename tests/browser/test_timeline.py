@@ -116,7 +116,7 @@ def test_review_through_the_wizard_appears_live_in_another_browser(
     sign_in(second_page, orbit_server, reviewer)
     review_to_confirm(second_page, orbit_server, task_id, reason="Checked <the store> & more")
     submit_decision(second_page, "execution_settled")
-    expect(second_page.locator(".callout.ok h2")).to_have_text("Applied")
+    expect(second_page.locator("#receipt h2")).to_have_text("Applied")
 
     [record] = review_records(api, world, task_id)
     entry = page.locator(f"#entry-op-{record['id']}")

@@ -94,3 +94,18 @@ def test_a_credential_sees_only_subscriptions_within_its_scope_C4(
     ).json()["data"]["items"]
     assert {whole["id"], objects_only["id"], mine["id"]} <= {item["id"] for item in everything}
     assert Subscription.objects.filter(id=whole["id"]).exists()
+
+
+def test_a_lease_is_an_integer_as_the_document_has_it(
+    world: dict[str, Any], stream_api: httpx.Client
+) -> None:
+    """``lease_ms`` is an integer by JSON Schema: 6000.0 is 6000; 6000.5 is not one."""
+    token = world["tokens"]["subscriber"]
+    whole = stream_api.post(
+        "/v1/subscriptions",
+        content=b'{"name": "lease", "lease_ms": 6000.0}',
+        headers={**bearer(token), "Idempotency-Key": new_key(), "Content-Type": "application/json"},
+    )
+    assert whole.status_code == 201 and whole.json()["data"]["lease_ms"] == 6000
+    half = create(stream_api, token, {"name": "lease", "lease_ms": 6000.5})
+    assert half.status_code == 400 and half.json()["error"]["field"] == "lease_ms"

@@ -18,7 +18,7 @@ from orbit_console.ledger.models import OperationAudit
 from orbit_console.lib.rfc3339 import parse_utc
 from tests.support.servers import DaphneServer
 
-REQUESTS = 400  # about 45 per operation: seconds, not minutes
+REQUESTS = 400  # about 30 per operation: seconds, not minutes
 
 
 def test_requests_valid_by_the_document_never_fail_and_are_refused_only_for_dynamic_reasons(

@@ -28,7 +28,7 @@ from prometheus_client import Counter
 
 from orbit_console.events.models import Delivery, Subscription
 from orbit_console.ledger.models import TaskEvent
-from orbit_console.lib.ids import is_id, new_id
+from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import publish_on_commit
 from orbit_console.lib.rows import Rows
 
@@ -191,9 +191,3 @@ def backlog(subscription: Subscription, *, now: datetime) -> dict[str, int]:
         "backlog": owed.count(),
         "in_flight": owed.filter(leased_until__gt=now).count(),
     }
-
-
-def subscription_of(subscription_id: str) -> Subscription | None:
-    if not is_id(subscription_id):
-        return None
-    return _SUBSCRIPTIONS.one("id = %s", [subscription_id])

@@ -175,7 +175,7 @@ class CredentialInfo:
         fields = Fields(data, where)
         return cls(
             id=fields.id("id"),
-            actor_id=fields.id("actor_id"),
+            actor_id=fields.text("actor_id"),  # as an operation's (below)
             namespace_id=fields.id("namespace_id"),
             queue_ids=frozenset(fields.texts("queue_ids", ids=True)),
             permissions=frozenset(fields.texts("permissions")),
@@ -374,7 +374,8 @@ class Operation:
             id=fields.id("id"),
             task_id=fields.id("task_id"),
             operation_id=fields.id("operation_id"),
-            actor_id=fields.id("actor_id"),
+            # Shown, never used as a key or in a path: any name an Orbit gives its actors.
+            actor_id=fields.text("actor_id"),
             action=fields.text("action"),
             created_at=fields.time("created_at"),
         )

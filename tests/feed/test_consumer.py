@@ -347,17 +347,20 @@ def test_a_stream_that_drops_every_connection_at_once_is_tried_ever_less_often(
     of 1, 2, 4 s...) while connections keep failing soon after they open."""
     hostile.close_at_once = True
 
-    async def scenario() -> None:
+    async def scenario() -> tuple[str, str]:
         async with feeding():
             await until(lambda: len(hostile.streams_opened), lambda n: n >= 4, "connections")
+            # Between two connections (the pause is 2 s at least by now):
+            down = await until(lambda: status(source), lambda said: said[0] == "down", "status")
+            assert not live(source)
+            return down
 
-    asyncio.run(scenario())
+    down = asyncio.run(scenario())
 
     opened = hostile.streams_opened
     gaps = [later - earlier for earlier, later in itertools.pairwise(opened)]
     assert gaps[1] >= 1.0 and gaps[2] >= 2.0, gaps
-    assert status(source)[0] == "down"
-    assert not live(source)
+    assert down == ("down", "stream lost (4503): gone again")
 
 
 def test_the_backoff_starts_over_only_once_a_connection_has_proven_itself() -> None:

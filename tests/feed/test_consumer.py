@@ -280,6 +280,9 @@ def test_a_consumer_held_up_by_a_dripping_answer_stops_counting_as_live(
             assert not live(source)
             (served,) = hostile.served_for(path)
             assert not served.finished and not served.hung_up  # still dripping
+            listed = await sync_to_async(feed_command)("list")
+            assert f"{source.namespace_id} {source.subscription_id} stalled" in listed
+            assert "  why: held up on one event since its delivery" in listed
             return stalled
 
     stalled = asyncio.run(scenario())

@@ -27,7 +27,7 @@ from django.db.models import Count, Max
 
 from orbit_console.client import OrbitError, OutcomeUnknown
 from orbit_console.feed.consumer import run_feed
-from orbit_console.feed.models import SetAsideEvent, Source
+from orbit_console.feed.models import SetAsideEvent, Source, SourceStatus
 from orbit_console.feed.sources import source_add
 
 FEED_PERMISSIONS = ["tasks:read", "tasks:audit:read", "events:subscribe"]
@@ -73,7 +73,7 @@ class Command(BaseCommand):
                 f"{source.namespace_id} {source.subscription_id} {source.status} {when} "
                 f"{source.label}"
             )
-            if source.status != "live" and source.status_note:
+            if source.status != SourceStatus.LIVE and source.status_note:
                 self.stdout.write(f"  why: {_line(source.status_note)}")
             if found := aside.get(source.id):
                 self.stdout.write(

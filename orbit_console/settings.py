@@ -328,8 +328,12 @@ ORBIT_RETRY_AFTER_MS = env_int("ORBIT_RETRY_AFTER_MS", 1000, minimum=1)
 # process through Django's handler, the same requests without the network (client/inprocess.py).
 ORBIT_API_EMBEDDED = not env_str("ORBIT_API_URL")
 ORBIT_API_URL = env_str("ORBIT_API_URL") or env_str("ORBIT_EMBEDDED_API_URL")
+# The client's timeouts: ORBIT_API_TIMEOUT bounds each read and also each whole exchange (a
+# server that drips its answer never trips a read timeout); no answer is read past
+# ORBIT_API_MAX_ANSWER_BYTES (client/client.py).
 ORBIT_API_TIMEOUT = float(env_int("ORBIT_API_TIMEOUT_SECONDS", 15, minimum=1))
 ORBIT_API_CONNECT_TIMEOUT = float(env_int("ORBIT_API_CONNECT_TIMEOUT_SECONDS", 5, minimum=1))
+ORBIT_API_MAX_ANSWER_BYTES = env_int("ORBIT_API_MAX_ANSWER_BYTES", 4 * 1024 * 1024, minimum=1024)
 # Fernet keys for Orbit tokens at rest, first one encrypts (docs/deployment.md).
 ORBIT_TOKEN_KEYS = env_list("ORBIT_TOKEN_KEYS", [])
 if PRODUCTION and not ORBIT_TOKEN_KEYS:
@@ -404,6 +408,8 @@ if CONSOLE_FEED not in ("server", "off"):
     raise ImproperlyConfigured(f"CONSOLE_FEED must be server or off, not {CONSOLE_FEED!r}")
 CONSOLE_FEED_LEASE_SECONDS = env_int("CONSOLE_FEED_LEASE_SECONDS", 10, minimum=1)
 ORBIT_EVENTS_ORIGIN = env_str("ORBIT_EVENTS_ORIGIN", "")
+# The largest frame the console reads from an event stream (client/events.py).
+ORBIT_EVENTS_MAX_FRAME_BYTES = env_int("ORBIT_EVENTS_MAX_FRAME_BYTES", 64 * 1024, minimum=1024)
 # How long the console follows what an applied decision led to (decisions/followups.py): the
 # stream's retention, by default; a page still reads the task when shown.
 CONSOLE_FOLLOW_HOURS = env_int("CONSOLE_FOLLOW_HOURS", 7 * 24, minimum=1)

@@ -31,3 +31,31 @@ class OutcomeUnknown(Exception):
 
     def __str__(self) -> str:
         return f"outcome unknown: {self.reason}"
+
+
+# What ``BadAnswer.kind`` says (also the label of the feed's set-aside metric).
+TOO_LARGE = "too_large"
+MALFORMED = "malformed"
+MISMATCHED = "mismatched"
+
+
+@dataclass
+class BadAnswer(OutcomeUnknown):
+    """An answer the client will not use: larger than ``max_answer_bytes`` (``too_large``),
+    not what the API's schema says — a member missing or of the wrong type (``malformed``) —,
+    or about something else than what was asked, another task's record for instance
+    (``mismatched``).
+
+    The server did answer, but nothing in the answer can be trusted, so it tells no more than a
+    lost answer: a write may have been applied, and is resent as it was (C9); a read may be
+    made again. Unlike a timeout, asking the same server again will usually get the same
+    answer: the feed sets such an event aside instead of waiting for it (docs/events.md)."""
+
+    kind: str = MALFORMED
+
+    def __str__(self) -> str:
+        return f"a bad answer ({self.kind}): {self.reason}"
+
+
+def malformed(reason: str) -> BadAnswer:
+    return BadAnswer(reason, kind=MALFORMED)

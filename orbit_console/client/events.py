@@ -11,9 +11,18 @@ acknowledges it (``ack``) only after its own transaction committed, and on a new
 hands back (``resume``) the proofs of deliveries it held but did not finish. A handshake that
 is refused raises ``StreamRefused`` with the API's status and code (404: the server has no
 stream, E1); a connection that breaks raises ``StreamLost``.
+
+The server is not trusted. Every frame is bounded (``max_frame_bytes``; past it the connection
+is closed, 1009, before the frame is read whole) and read against the stream's schema (the
+AsyncAPI document, ``GET /v1/asyncapi.json``): a frame that is not JSON, a welcome or a delivery
+without what it must say, is the end of the connection (``StreamLost``); an event that breaks
+the schema in a delivery that can still be acknowledged raises ``MalformedEvent`` with its
+proof, and the stream goes on. A server that says nothing — not even the pong to a ping — for
+three heartbeats (at least 3 s, at most 30 s) is a stalled stream: ``StreamLost``.
 """
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -28,12 +37,18 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from orbit_console.lib.rfc3339 import parse_utc
+from orbit_console.client.errors import BadAnswer
+from orbit_console.client.types import ID, STATES, Fields
 
 logger = logging.getLogger("orbit.client.events")
 
 SUBPROTOCOL = "orbit.events.v1"
-OPEN_TIMEOUT_SECONDS = 10.0
+OPEN_TIMEOUT_SECONDS = 10.0  # the handshake, and then the welcome
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024
+MAX_PROOF = 200  # characters, as the AsyncAPI document says
+MAX_RESUME = 100  # proofs handed back at once: the server closes a stream sent more (4400)
+ACKED_KEPT = 1024  # the server's latest acknowledgements kept (``acked``): not one per event
+EVENT_TYPES = frozenset({"task.accepted", "task.needs_review", "task.completed"})
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,23 @@ class StreamLost(Exception):
 
 
 @dataclass(frozen=True)
+class MalformedEvent(Exception):
+    """A delivery whose event breaks the stream's schema (``reason``: ``event.task_id:
+    missing``). Nothing in it can be applied, but the delivery can be acknowledged with
+    ``proof`` (else it would come again, and again); the stream stays open. ``event_id`` and
+    ``task_id`` are given when they could be read."""
+
+    proof: str
+    attempt: int
+    reason: str
+    event_id: str = ""
+    task_id: str = ""
+
+    def __str__(self) -> str:
+        return f"a malformed event: {self.reason}"
+
+
+@dataclass(frozen=True)
 class StreamEvent:
     """An event as the stream told it: a prompt to read the task and its audit again (I3)."""
 
@@ -78,7 +110,11 @@ class StreamEvent:
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "StreamEvent":
+    def from_json(cls, data: Any) -> "StreamEvent":
+        """The event as the schema says it (``BadAnswer`` naming what is wrong). Members that
+        the schema does not name are kept in ``extra`` when they are strings (a newer server's
+        additions), and dropped otherwise."""
+        fields = Fields(data, "event")
         known = {
             "id",
             "sequence",
@@ -92,19 +128,28 @@ class StreamEvent:
             "audit_id",
             "occurred_at",
         }
+        extra = {
+            key: value
+            for key, value in fields.data.items()
+            if key not in known and isinstance(value, str)
+        }
+        # A retry successor's: ids, since the feed reads the retry's record at them.
+        for name in ("retry_of", "retry_audit_id"):
+            if name in extra and not ID.fullmatch(extra[name]):
+                raise BadAnswer(f"event.{name}: not an id (32 lowercase hex digits)")
         return cls(
-            id=data["id"],
-            sequence=int(data["sequence"]),
-            type=data["type"],
-            namespace_id=data["namespace_id"],
-            queue_id=data["queue_id"],
-            task_id=data["task_id"],
-            state=data["state"],
-            revision=int(data["revision"]),
-            operation=data["operation"],
-            audit_id=data["audit_id"],
-            occurred_at=parse_utc(data["occurred_at"]),
-            extra={key: value for key, value in data.items() if key not in known},
+            id=fields.id("id"),
+            sequence=int(fields.decimal("sequence")),
+            type=fields.choice("type", EVENT_TYPES),
+            namespace_id=fields.id("namespace_id"),
+            queue_id=fields.id("queue_id"),
+            task_id=fields.id("task_id"),
+            state=fields.choice("state", STATES),
+            revision=int(fields.decimal("revision")),
+            operation=fields.text("operation"),
+            audit_id=fields.id("audit_id"),
+            occurred_at=fields.time("occurred_at"),
+            extra=extra,
         )
 
 
@@ -124,13 +169,21 @@ class _Socket(Protocol):
 class EventStreamConnection:
     """An open stream. Use as ``async with await open_stream(...) as stream:``."""
 
-    def __init__(self, socket: _Socket, welcome: dict[str, Any]) -> None:
+    def __init__(self, socket: _Socket, welcome: dict[str, Any], *, max_frame_bytes: int) -> None:
         self._socket = socket
-        self.subscription_id: str = welcome["subscription_id"]
-        self.capacity: int = welcome["capacity"]
-        self.lease_ms: int = welcome["lease_ms"]
-        self.heartbeat_ms: int = welcome["heartbeat_ms"]
-        self.acked: dict[str, bool] = {}  # proof -> still owed when acknowledged
+        self._max_frame_bytes = max_frame_bytes
+        fields = Fields(welcome, "welcome")
+        self.subscription_id: str = fields.id("subscription_id")
+        self.capacity: int = fields.integer("capacity", minimum=1)
+        self.lease_ms: int = fields.integer("lease_ms", minimum=1)
+        self.heartbeat_ms: int = fields.integer("heartbeat_ms", minimum=1)
+        # Pings twice per heartbeat (one lost ping costs nothing), but never flat out nor more
+        # than 5 s apart, whatever the server asks; and a server silent for three heartbeats
+        # (within 3 to 30 s) has stalled.
+        self.ping_seconds = min(max(self.heartbeat_ms / 2000, 0.05), 5.0)
+        self.silence_seconds = min(max(3 * self.heartbeat_ms / 1000, 3.0), 30.0)
+        # proof -> still owed when acknowledged; the latest only.
+        self.acked: collections.OrderedDict[str, bool] = collections.OrderedDict()
         self._beats = asyncio.create_task(self._heartbeat())
 
     async def __aenter__(self) -> "EventStreamConnection":
@@ -142,7 +195,7 @@ class EventStreamConnection:
     async def receive(self) -> Delivery:
         """The next delivery; other frames (pongs, acknowledgements) are taken in passing. An
         error frame is the server's reason for the close that follows: ``StreamLost`` says
-        both."""
+        both. ``MalformedEvent``: a delivery to acknowledge and set aside."""
         error = ""
         while True:
             try:
@@ -151,23 +204,43 @@ class EventStreamConnection:
                 raise StreamLost(error or lost.reason, lost.code) from None
             kind = frame.get("type")
             if kind == "event":
-                delivery = frame["delivery"]
-                return Delivery(
-                    proof=delivery["proof"],
-                    attempt=delivery["attempt"],
-                    event=StreamEvent.from_json(frame["event"]),
-                )
+                return self._delivery(frame)
             if kind == "acked":
-                self.acked[frame["proof"]] = frame["owed"]
+                proof, owed = frame.get("proof"), frame.get("owed")
+                if isinstance(proof, str) and isinstance(owed, bool):
+                    self.acked[proof] = owed
+                    if len(self.acked) > ACKED_KEPT:
+                        self.acked.popitem(last=False)
             elif kind == "error":
-                error = f"{frame.get('code')}: {frame.get('message')}"
+                error = f"{frame.get('code')!s:.100}: {frame.get('message')!s:.500}"
+
+    def _delivery(self, frame: dict[str, Any]) -> Delivery:
+        delivery = frame.get("delivery")
+        proof = delivery.get("proof") if isinstance(delivery, dict) else None
+        attempt = delivery.get("attempt") if isinstance(delivery, dict) else None
+        if not isinstance(proof, str) or not 0 < len(proof) <= MAX_PROOF:
+            # Nothing to acknowledge it with: it cannot even be set aside.
+            raise StreamLost("the server sent an event without a proof")
+        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+            attempt = 1
+        try:
+            event = StreamEvent.from_json(frame.get("event"))
+        except BadAnswer as bad:
+            data = frame.get("event")
+            said = data if isinstance(data, dict) else {}
+            raise MalformedEvent(
+                proof, attempt, bad.reason, _id_or_blank(said, "id"), _id_or_blank(said, "task_id")
+            ) from None
+        return Delivery(proof=proof, attempt=attempt, event=event)
 
     async def ack(self, proof: str) -> None:
         await self._send({"type": "ack", "proof": proof})
 
     async def resume(self, proofs: list[str]) -> None:
+        """Hand back held proofs: at most ``MAX_RESUME``, the last ones given (the others come
+        again after their leases)."""
         if proofs:
-            await self._send({"type": "resume", "proofs": proofs})
+            await self._send({"type": "resume", "proofs": proofs[-MAX_RESUME:]})
 
     async def close(self) -> None:
         self._beats.cancel()
@@ -175,25 +248,27 @@ class EventStreamConnection:
             await self._socket.close()
 
     async def _heartbeat(self) -> None:
-        interval = self.heartbeat_ms / 2000  # twice per period: one lost ping costs nothing
         with contextlib.suppress(StreamLost, asyncio.CancelledError):
             while True:
-                await asyncio.sleep(interval)
+                await asyncio.sleep(self.ping_seconds)
                 await self._send({"type": "ping"})
 
     async def _frame(self) -> dict[str, Any]:
         try:
-            text = await self._socket.recv()
+            async with asyncio.timeout(self.silence_seconds):
+                text = await self._socket.recv()
+        except TimeoutError:
+            raise StreamLost(
+                f"the server said nothing for {self.silence_seconds:g} s, not even a pong"
+            ) from None
         except ConnectionClosed as closed:
-            code = closed.rcvd.code if closed.rcvd is not None else None
-            reason = closed.rcvd.reason if closed.rcvd is not None else "the connection broke"
+            said = closed.rcvd or closed.sent  # sent: this side closed it (1009: too big)
+            code = said.code if said is not None else None
+            reason = said.reason if said is not None else "the connection broke"
             raise StreamLost(reason or "closed", code) from None
         except (OSError, WebSocketException) as broken:
             raise StreamLost(str(broken) or type(broken).__name__) from None
-        frame = json.loads(text)
-        if not isinstance(frame, dict):
-            raise StreamLost("the server sent a frame that is not an object")
-        return frame
+        return _parse(text, self._max_frame_bytes)
 
     async def _send(self, frame: dict[str, Any]) -> None:
         try:
@@ -209,11 +284,13 @@ async def open_stream(
     *,
     origin: str,
     capacity: int = 8,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     in_process: Callable[[dict[str, Any]], Awaitable[_Socket]] | None = None,
 ) -> EventStreamConnection:
     """Open a stream of ``subscription_id`` at the API of ``base_url`` (over the network), or
     through ``in_process`` (a connector of this process's ASGI application). ``origin`` is the
-    Origin the handshake declares: one the server allows."""
+    Origin the handshake declares: one the server allows. No frame longer than
+    ``max_frame_bytes`` is read."""
     path = f"/v1/subscriptions/{quote(subscription_id, safe='')}/events"
     query = f"capacity={capacity}"
     headers = {"Authorization": f"Bearer {token}"}
@@ -222,19 +299,48 @@ async def open_stream(
             {"path": path, "query": query, "headers": headers, "origin": origin}
         )
     else:
-        socket = await _network(base_url, f"{path}?{query}", headers, origin)
+        socket = await _network(base_url, f"{path}?{query}", headers, origin, max_frame_bytes)
     try:
-        welcome = json.loads(await socket.recv())
-    except Exception as failed:
+        async with asyncio.timeout(OPEN_TIMEOUT_SECONDS):
+            text = await socket.recv()
+        welcome = _parse(text, max_frame_bytes)
+        if welcome.get("type") != "welcome":
+            raise StreamLost(f"the first frame is not a welcome but {welcome.get('type')!r:.40}")
+        return EventStreamConnection(socket, welcome, max_frame_bytes=max_frame_bytes)
+    except BaseException as failed:
         await socket.close()
-        raise StreamLost(f"no welcome: {failed}") from None
-    if not isinstance(welcome, dict) or welcome.get("type") != "welcome":
-        await socket.close()
-        raise StreamLost(f"no welcome: {welcome!r:.200}")
-    return EventStreamConnection(socket, welcome)
+        if isinstance(failed, TimeoutError):
+            raise StreamLost(f"no welcome within {OPEN_TIMEOUT_SECONDS:g} s") from None
+        if isinstance(failed, StreamLost | BadAnswer):
+            raise StreamLost(f"no welcome: {failed.reason}") from None
+        if isinstance(failed, ConnectionClosed | OSError | WebSocketException):
+            raise StreamLost(f"no welcome: {failed or type(failed).__name__}") from None
+        raise
 
 
-async def _network(base_url: str, target: str, headers: dict[str, str], origin: str) -> _Socket:
+def _parse(text: str | bytes, max_frame_bytes: int) -> dict[str, Any]:
+    """A frame of the server as a JSON object (frames that are not end the connection)."""
+    # The network's frames are capped before they are read (max_size); the in-process ones
+    # here, so that both paths take the same frames.
+    if len(text) > max_frame_bytes:
+        raise StreamLost(f"the server sent a frame longer than {max_frame_bytes} bytes", 1009)
+    try:
+        frame = json.loads(text)
+    except (ValueError, RecursionError):
+        raise StreamLost("the server sent a frame that is not JSON") from None
+    if not isinstance(frame, dict):
+        raise StreamLost("the server sent a frame that is not an object")
+    return frame
+
+
+def _id_or_blank(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) and ID.fullmatch(value) else ""
+
+
+async def _network(
+    base_url: str, target: str, headers: dict[str, str], origin: str, max_frame_bytes: int
+) -> _Socket:
     parts = urlsplit(base_url)
     scheme = "wss" if parts.scheme == "https" else "ws"
     url = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}{target}"
@@ -245,7 +351,7 @@ async def _network(base_url: str, target: str, headers: dict[str, str], origin: 
             additional_headers=headers,
             origin=websockets.Origin(origin),
             open_timeout=OPEN_TIMEOUT_SECONDS,
-            max_size=2**20,
+            max_size=max_frame_bytes,
         )
     except InvalidStatus as refused:
         raise _refused(refused.response.status_code, bytes(refused.response.body or b"")) from None
@@ -331,7 +437,11 @@ class InProcessSocket:
 
     async def _next(self) -> dict[str, Any]:
         getter = asyncio.ensure_future(self._from_app.get())
-        done, _ = await asyncio.wait({getter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            done, _ = await asyncio.wait({getter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            getter.cancel()  # a receive that timed out must not take the next message
+            raise
         if getter in done:
             return getter.result()
         getter.cancel()

@@ -4,22 +4,159 @@ JSON values are kept exact (I8): integers as ``int``, decimals as ``Decimal`` (w
 ``0.10`` as written), so that payloads and results can be shown and re-sent without loss.
 Fields that only the embedded API sends (the recovery facts) are ``None`` when a server does
 not say.
+
+Every answer is read against the API's schema (``GET /v1/openapi.json``) by ``Fields``: a member
+the console cannot do without that is missing, or any member of the wrong type (a revision that
+is not a decimal string, an id that is not 32 hex digits, a state the API does not have), raises
+``BadAnswer`` naming it (``task.revision: missing``), never a ``KeyError`` or a ``TypeError``
+deep in a caller. What may be absent is what another Orbit may not send (the recovery facts);
+``null`` counts as absent.
 """
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
+from orbit_console.client.errors import malformed
 from orbit_console.lib import strictjson
-from orbit_console.lib.rfc3339 import format_utc, parse_utc
+from orbit_console.lib.rfc3339 import TimeFormatError, format_utc, parse_utc
 
 Json = Any
 T = TypeVar("T")
 
+ID = re.compile(r"[0-9a-f]{32}")  # C5
+# Revisions (C5) and the stream's sequences: decimal strings without sign or leading zero, in
+# the unsigned 64-bit range's number of digits.
+DECIMAL = re.compile(r"[1-9][0-9]{0,19}")
+STATES = frozenset({"WAITING", "RUNNING", "NEEDS_REVIEW", "SUCCEEDED", "FAILED", "CANCELLED"})
+OUTCOMES = frozenset({"SUCCEEDED", "FAILED", "UNKNOWN"})
 
-def _time(value: str | None) -> datetime | None:
-    return parse_utc(value) if value else None
+
+class Fields:
+    """One JSON object of an answer (``where`` names it in errors: ``task``, ``items[3]``),
+    read member by member against the API's schema."""
+
+    __slots__ = ("data", "where")
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise malformed(f"{where}: not an object")
+        self.data: dict[str, Any] = data
+        self.where = where
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def _wrong(self, key: str, what: str) -> Exception:
+        return malformed(f"{self.where}.{key}: {what}")
+
+    def _get(self, key: str, required: bool) -> Any:
+        value = self.data.get(key)
+        if value is None and required:
+            raise self._wrong(key, "missing")
+        return value
+
+    def value(self, key: str) -> Json:
+        """Any JSON value (a payload, a result, an audit record's ``before``)."""
+        return self.data.get(key)
+
+    def text(self, key: str, *, required: bool = True, default: str = "") -> str:
+        value = self._get(key, required)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self._wrong(key, "not a string")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        return self.text(key, required=False) if self.has(key) else None
+
+    def choice(self, key: str, allowed: frozenset[str]) -> str:
+        value = self.text(key)
+        if value not in allowed:
+            raise self._wrong(key, f"not one of {', '.join(sorted(allowed))}")
+        return value
+
+    def optional_choice(self, key: str, allowed: frozenset[str]) -> str | None:
+        return self.choice(key, allowed) if self.has(key) else None
+
+    def id(self, key: str) -> str:
+        value = self.text(key)
+        if not ID.fullmatch(value):
+            raise self._wrong(key, "not an id (32 lowercase hex digits)")
+        return value
+
+    def optional_id(self, key: str) -> str | None:
+        return self.id(key) if self.has(key) else None
+
+    def decimal(self, key: str) -> str:
+        """A revision or a sequence: a decimal string (C5, I8)."""
+        value = self.text(key)
+        if not DECIMAL.fullmatch(value):
+            raise self._wrong(key, "not a decimal string")
+        return value
+
+    def integer(
+        self, key: str, *, required: bool = True, default: int = 0, minimum: int = 0
+    ) -> int:
+        value = self._get(key, required)
+        if value is None:
+            return default
+        # bool is an int to Python, never to JSON.
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._wrong(key, "not an integer")
+        if value < minimum:
+            raise self._wrong(key, f"less than {minimum}")
+        return value
+
+    def boolean(self, key: str) -> bool:
+        value = self._get(key, True)
+        if not isinstance(value, bool):
+            raise self._wrong(key, "not a boolean")
+        return value
+
+    def optional_boolean(self, key: str) -> bool | None:
+        return self.boolean(key) if self.has(key) else None
+
+    def time(self, key: str) -> datetime:
+        value = self.text(key)
+        try:
+            return parse_utc(value)
+        except TimeFormatError as wrong:
+            raise self._wrong(key, str(wrong)) from None
+
+    def optional_time(self, key: str) -> datetime | None:
+        return self.time(key) if self.has(key) else None
+
+    def object(self, key: str) -> "Fields":
+        return Fields(self._get(key, True), f"{self.where}.{key}")
+
+    def optional_object(self, key: str) -> "Fields | None":
+        return self.object(key) if self.has(key) else None
+
+    def array(self, key: str, *, required: bool = True) -> list[Any]:
+        value = self._get(key, required)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self._wrong(key, "not an array")
+        return value
+
+    def objects(self, key: str, *, required: bool = True) -> list["Fields"]:
+        return [
+            Fields(item, f"{self.where}.{key}[{index}]")
+            for index, item in enumerate(self.array(key, required=required))
+        ]
+
+    def texts(self, key: str, *, ids: bool = False) -> list[str]:
+        values = self.array(key)
+        for value in values:
+            if not isinstance(value, str) or (ids and not ID.fullmatch(value)):
+                raise self._wrong(key, "not a list of ids" if ids else "not a list of strings")
+        return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,14 +171,15 @@ class CredentialInfo:
     namespace_name: str = ""  # an Orbit that does not say it: the console shows the id
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "CredentialInfo":
+    def from_json(cls, data: Any, where: str = "credential") -> "CredentialInfo":
+        fields = Fields(data, where)
         return cls(
-            id=data["id"],
-            actor_id=data["actor_id"],
-            namespace_id=data["namespace_id"],
-            queue_ids=frozenset(data["queue_ids"]),
-            permissions=frozenset(data["permissions"]),
-            namespace_name=str(data.get("namespace_name") or ""),
+            id=fields.id("id"),
+            actor_id=fields.text("actor_id"),  # as an operation's (below)
+            namespace_id=fields.id("namespace_id"),
+            queue_ids=frozenset(fields.texts("queue_ids", ids=True)),
+            permissions=frozenset(fields.texts("permissions")),
+            namespace_name=fields.text("namespace_name", required=False),
         )
 
 
@@ -51,6 +189,15 @@ class RetryPolicy:
     initial_delay_ms: int
     max_delay_ms: int
     attempt_timeout_ms: int
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> "RetryPolicy":
+        return cls(
+            max_attempts=fields.integer("max_attempts"),
+            initial_delay_ms=fields.integer("initial_delay_ms"),
+            max_delay_ms=fields.integer("max_delay_ms"),
+            attempt_timeout_ms=fields.integer("attempt_timeout_ms"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,42 +236,43 @@ class Task:
     retry_successor_id: str | None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Task":
-        retry = data.get("retry")
-        owner = data.get("owner")
+    def from_json(cls, data: Any, where: str = "task") -> "Task":
+        fields = Fields(data, where)
+        retry = fields.optional_object("retry")
+        owner = fields.optional_object("owner")
         return cls(
-            id=data["id"],
-            namespace_id=data.get("namespace_id", ""),
-            queue_id=data.get("queue_id", ""),
-            state=data["state"],
-            revision=data["revision"],
-            handler=data.get("handler", ""),
-            handler_version=data.get("handler_version", ""),
-            payload_version=data.get("payload_version", ""),
-            payload=data.get("payload"),
-            business_key=data.get("business_key"),
-            concurrency_key=data.get("concurrency_key"),
-            priority=data.get("priority", 0),
-            available_at=_time(data.get("available_at")),
-            start_deadline_at=_time(data.get("start_deadline_at")),
-            deadline_at=_time(data.get("deadline_at")),
-            recovery_safety=data.get("recovery_safety", ""),
-            retry=RetryPolicy(**retry) if isinstance(retry, dict) else None,
-            attempt_count=data.get("attempt_count", 0),
-            has_result="result" in data,
-            result=data.get("result"),
-            completed_at=_time(data.get("completed_at")),
-            created_at=_time(data.get("created_at")),
-            updated_at=_time(data.get("updated_at")),
-            retry_of=data.get("retry_of"),
-            effect_uncertain=data.get("effect_uncertain"),
-            owner_kind=owner.get("kind") if isinstance(owner, dict) else None,
-            gated=data.get("gated"),
-            leased=data.get("leased"),
-            lease_expires_at=_time(data.get("lease_expires_at")),
-            active_attempt=data.get("active_attempt"),
-            unreleased_permit=data.get("unreleased_permit"),
-            retry_successor_id=data.get("retry_successor_id"),
+            id=fields.id("id"),
+            namespace_id=fields.optional_id("namespace_id") or "",
+            queue_id=fields.optional_id("queue_id") or "",
+            state=fields.choice("state", STATES),
+            revision=fields.decimal("revision"),
+            handler=fields.text("handler", required=False),
+            handler_version=fields.text("handler_version", required=False),
+            payload_version=fields.text("payload_version", required=False),
+            payload=fields.value("payload"),
+            business_key=fields.optional_text("business_key"),
+            concurrency_key=fields.optional_text("concurrency_key"),
+            priority=fields.integer("priority", required=False, minimum=-(2**63)),
+            available_at=fields.optional_time("available_at"),
+            start_deadline_at=fields.optional_time("start_deadline_at"),
+            deadline_at=fields.optional_time("deadline_at"),
+            recovery_safety=fields.text("recovery_safety", required=False),
+            retry=RetryPolicy.from_fields(retry) if retry is not None else None,
+            attempt_count=fields.integer("attempt_count", required=False),
+            has_result=fields.has("result"),
+            result=fields.value("result"),
+            completed_at=fields.optional_time("completed_at"),
+            created_at=fields.optional_time("created_at"),
+            updated_at=fields.optional_time("updated_at"),
+            retry_of=fields.optional_id("retry_of"),
+            effect_uncertain=fields.optional_boolean("effect_uncertain"),
+            owner_kind=owner.text("kind") if owner is not None else None,
+            gated=fields.optional_boolean("gated"),
+            leased=fields.optional_boolean("leased"),
+            lease_expires_at=fields.optional_time("lease_expires_at"),
+            active_attempt=fields.optional_boolean("active_attempt"),
+            unreleased_permit=fields.optional_boolean("unreleased_permit"),
+            retry_successor_id=fields.optional_id("retry_successor_id"),
         )
 
     @property
@@ -146,18 +294,19 @@ class TaskSummary:
     updated_at: datetime | None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TaskSummary":
+    def from_json(cls, data: Any, where: str = "task") -> "TaskSummary":
+        fields = Fields(data, where)
         return cls(
-            id=data["id"],
-            queue_id=data.get("queue_id", ""),
-            state=data["state"],
-            revision=data["revision"],
-            handler=data.get("handler", ""),
-            business_key=data.get("business_key"),
-            attempt_count=data.get("attempt_count", 0),
-            effect_uncertain=data.get("effect_uncertain"),
-            created_at=_time(data.get("created_at")),
-            updated_at=_time(data.get("updated_at")),
+            id=fields.id("id"),
+            queue_id=fields.optional_id("queue_id") or "",
+            state=fields.choice("state", STATES),
+            revision=fields.decimal("revision"),
+            handler=fields.text("handler", required=False),
+            business_key=fields.optional_text("business_key"),
+            attempt_count=fields.integer("attempt_count", required=False),
+            effect_uncertain=fields.optional_boolean("effect_uncertain"),
+            created_at=fields.optional_time("created_at"),
+            updated_at=fields.optional_time("updated_at"),
         )
 
 
@@ -167,6 +316,15 @@ class LateReport:
     outcome: str
     detail: str
     received_at: datetime | None
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> "LateReport":
+        return cls(
+            id=fields.id("id"),
+            outcome=fields.choice("outcome", OUTCOMES),
+            detail=fields.text("detail", required=False),
+            received_at=fields.optional_time("received_at"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,26 +337,24 @@ class Attempt:
     outcome: str | None
     error: str | None
     late_reports: tuple[LateReport, ...]
+    task_id: str = ""  # the task the attempt is of, when the server says (the embedded API does)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Attempt":
+    def from_json(cls, data: Any, where: str = "attempt") -> "Attempt":
+        fields = Fields(data, where)
         return cls(
-            id=data["id"],
-            number=data["number"],
-            worker_id=data.get("worker_id", ""),
-            started_at=_time(data.get("started_at")),
-            ended_at=_time(data.get("ended_at")),
-            outcome=data.get("outcome"),
-            error=data.get("error"),
+            id=fields.id("id"),
+            number=fields.integer("number", minimum=1),
+            worker_id=fields.text("worker_id", required=False),
+            started_at=fields.optional_time("started_at"),
+            ended_at=fields.optional_time("ended_at"),
+            outcome=fields.optional_choice("outcome", OUTCOMES),
+            error=fields.optional_text("error"),
             late_reports=tuple(
-                LateReport(
-                    id=report["id"],
-                    outcome=report["outcome"],
-                    detail=report.get("detail", ""),
-                    received_at=_time(report.get("received_at")),
-                )
-                for report in data.get("late_reports", [])
+                LateReport.from_fields(report)
+                for report in fields.objects("late_reports", required=False)
             ),
+            task_id=fields.optional_id("task_id") or "",
         )
 
 
@@ -212,14 +368,16 @@ class Operation:
     created_at: datetime
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Operation":
+    def from_json(cls, data: Any, where: str = "operation") -> "Operation":
+        fields = Fields(data, where)
         return cls(
-            id=data["id"],
-            task_id=data["task_id"],
-            operation_id=data["operation_id"],
-            actor_id=data["actor_id"],
-            action=data["action"],
-            created_at=parse_utc(data["created_at"]),
+            id=fields.id("id"),
+            task_id=fields.id("task_id"),
+            operation_id=fields.id("operation_id"),
+            # Shown, never used as a key or in a path: any name an Orbit gives its actors.
+            actor_id=fields.text("actor_id"),
+            action=fields.text("action"),
+            created_at=fields.time("created_at"),
         )
 
 
@@ -237,8 +395,15 @@ class OperationDetail:
     after: Json
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "OperationDetail":
-        item = Operation.from_json(data)
+    def from_json(cls, data: Any, where: str = "operation") -> "OperationDetail":
+        item = Operation.from_json(data, where)
+        fields = Fields(data, where)
+        before, after = fields.value("before"), fields.value("after")
+        # The schema's before (an object, or null for an acceptance) and after (an object).
+        if before is not None and not isinstance(before, dict):
+            raise malformed(f"{where}.before: not an object")
+        if after is not None and not isinstance(after, dict):
+            raise malformed(f"{where}.after: not an object")
         return cls(
             id=item.id,
             task_id=item.task_id,
@@ -246,10 +411,10 @@ class OperationDetail:
             actor_id=item.actor_id,
             action=item.action,
             created_at=item.created_at,
-            reason=data.get("reason", ""),
-            evidence_ref=data.get("evidence_ref"),
-            before=data.get("before"),
-            after=data.get("after"),
+            reason=fields.text("reason", required=False),
+            evidence_ref=fields.optional_text("evidence_ref"),
+            before=before,
+            after=after,
         )
 
     def as_plain(self) -> dict[str, Any]:
@@ -288,6 +453,15 @@ class Page[T]:
     items: list[T]
     next_cursor: str | None
 
+    @classmethod
+    def from_json(cls, data: Any, build: Callable[[Any, str], T]) -> "Page[T]":
+        fields = Fields(data, "page")
+        items = fields.array("items")
+        return cls(
+            items=[build(item, f"items[{index}]") for index, item in enumerate(items)],
+            next_cursor=fields.optional_text("next_cursor"),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ReviewReceipt:
@@ -295,6 +469,16 @@ class ReviewReceipt:
     audit_id: str
     deduplicated: bool
     request_id: str | None
+
+    @classmethod
+    def from_json(cls, data: Any, request_id: str | None) -> "ReviewReceipt":
+        fields = Fields(data, "receipt")
+        return cls(
+            task=Task.from_json(fields.value("task"), "receipt.task"),
+            audit_id=fields.id("audit_id"),
+            deduplicated=fields.boolean("deduplicated"),
+            request_id=request_id,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +489,18 @@ class RetryReceipt:
     deduplicated: bool
     request_id: str | None
     created: bool  # 201: this request created the successor; 200: a replay
+
+    @classmethod
+    def from_json(cls, data: Any, request_id: str | None, *, created: bool) -> "RetryReceipt":
+        fields = Fields(data, "receipt")
+        return cls(
+            source_task_id=fields.id("source_task_id"),
+            task=Task.from_json(fields.value("task"), "receipt.task"),
+            audit_id=fields.id("audit_id"),
+            deduplicated=fields.boolean("deduplicated"),
+            request_id=request_id,
+            created=created,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,12 +567,13 @@ class Subscription:
     backlog: int
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Subscription":
+    def from_json(cls, data: Any, where: str = "subscription") -> "Subscription":
+        fields = Fields(data, where)
         return cls(
-            id=data["id"],
-            namespace_id=data["namespace_id"],
-            name=data["name"],
-            queue_ids=tuple(data.get("queue_ids", ())),
-            lease_ms=int(data["lease_ms"]),
-            backlog=int(data.get("backlog", 0)),
+            id=fields.id("id"),
+            namespace_id=fields.id("namespace_id"),
+            name=fields.text("name"),
+            queue_ids=tuple(fields.texts("queue_ids", ids=True) if fields.has("queue_ids") else ()),
+            lease_ms=fields.integer("lease_ms", minimum=1),
+            backlog=fields.integer("backlog", required=False),
         )

@@ -9,7 +9,9 @@ a re-read), handed to ``followup_observe``: by the console's event feed when Orb
 event of the task (``orbit_console/feed``), by a page that shows the follow-up, and by the
 feed's bounded looking (``followups_due`` / ``followup_looked``, I4) while no live stream
 covers the task's namespace. A revision never moves one backwards, so reads that arrive late or
-twice change nothing. When a followed task ends, the console's record says so
+twice change nothing. An event of a followed task that the feed could not apply (set aside:
+``followups_look_soon``) has the task looked at once more, as after a receipt, whatever the
+stream. When a followed task ends, the console's record says so
 (``submission.followed``, on the decision's task's timeline) and the people who made and sent
 the decision are told live (``person_group``).
 """
@@ -119,6 +121,16 @@ def followups_due(
     if skipped:
         due = due.filter(Q(looks=0) | ~Q(namespace_id__in=skipped))
     return list(due.order_by("next_look_at")[:limit])
+
+
+def followups_look_soon(task_id: str, *, now: datetime) -> int:
+    """The feed set an event of ``task_id`` aside (docs/events.md): the re-read that event
+    prompted is owed to the task's open follow-ups all the same, so each is looked at now, as
+    the first look after a receipt is (``followups_due`` takes it whether a stream is live or
+    not), and then further apart again."""
+    return FollowUp.objects.filter(task_id=task_id, ended_at__isnull=True, deadline__gt=now).update(
+        looks=0, next_look_at=now
+    )
 
 
 def followup_looked(followup: FollowUp, *, now: datetime) -> None:

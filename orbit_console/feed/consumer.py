@@ -19,8 +19,16 @@ For each event, as the handbook asks:
 A consumer that dies between 2 and 3 gets the delivery again after its lease (or at once, when
 the same process reconnects and hands the proof back); the inbox makes it a no-op. When the
 stream is missing (an Orbit without it answers 404, E1), refused or down, the consumer keeps
-trying with a growing pause, and meanwhile the follow-ups are looked after by bounded looks
-(``decisions/followups.py``, I4) and the timelines by their watcher (``timeline/watcher.py``).
+trying with a growing pause (``Backoff``), and meanwhile the follow-ups are looked after by
+bounded looks (``decisions/followups.py``, I4) and the timelines by their watcher
+(``timeline/watcher.py``).
+
+The Orbit is not trusted (the client bounds and checks every answer and frame). An event that
+cannot be applied — malformed, or what it prompts to read again refused as too large,
+malformed or about another task, or unanswered in ``SET_ASIDE_AFTER`` deliveries — is set
+aside (``SetAsideEvent``, counted) and acknowledged, so that it holds up none behind it. A
+consumer held up on one event, or whose reads get no answer, marks its stream ``stalled``,
+which is not live: the looks and the watchers take over until events are applied again.
 """
 
 import asyncio
@@ -30,6 +38,8 @@ import logging
 import os
 import random
 import socket
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,15 +50,24 @@ from django.db.models import Q
 from django.utils import timezone
 
 from orbit_console.client import OperationDetail, OrbitError, OutcomeUnknown, Task
-from orbit_console.client.events import StreamEvent, StreamLost, StreamRefused
+from orbit_console.client.errors import BadAnswer
+from orbit_console.client.events import (
+    EventStreamConnection,
+    MalformedEvent,
+    StreamEvent,
+    StreamLost,
+    StreamRefused,
+)
 from orbit_console.decisions.followups import (
     followup_looked,
     followup_observe,
     followups_due,
+    followups_look_soon,
 )
 from orbit_console.decisions.models import FollowUp
 from orbit_console.decisions.submissions import sending_credential
-from orbit_console.feed.models import InboxEvent, Leadership, Source, SourceStatus
+from orbit_console.feed.metrics import EVENTS_SET_ASIDE, MALFORMED_EVENT, UNANSWERED
+from orbit_console.feed.models import InboxEvent, Leadership, SetAsideEvent, Source, SourceStatus
 from orbit_console.feed.sources import (
     live_namespaces,
     renew_seconds,
@@ -64,9 +83,19 @@ from orbit_console.people.person import orbit_client
 logger = logging.getLogger("orbit.feed")
 
 LEADERSHIP = "feed"
+FIRST_PAUSE = 1.0  # before connecting again to a stream that broke
 LONGEST_PAUSE = 30.0  # between attempts to reach a stream that is down
+HEALTHY_SECONDS = 30.0  # a connection up this long has proven itself: the pause starts over
 INBOX_DAYS = 8  # past the stream's retention (7 days): no delivery of an older event comes
 LOOKS_AT_ONCE = 8
+SET_ASIDE_AFTER = 5  # deliveries of an event whose re-read got no answer, the last included
+MAX_HELD = 100  # proofs held for the next connection (the server takes at most 100 back)
+
+# What became of an event (``event_handle``).
+APPLIED = "applied"
+KNOWN = "known"  # the inbox had it: applied before
+SET_ASIDE = "set aside"
+UNREAD = "unread"  # what it prompts could not be read now: left unacknowledged, it comes again
 
 
 def holder_name() -> str:
@@ -133,6 +162,43 @@ def event_apply(
     return True
 
 
+def event_set_aside(
+    source: Source,
+    *,
+    reason: str,
+    detail: str,
+    event_id: str = "",
+    task_id: str = "",
+    event_type: str = "",
+    attempt: int = 1,
+) -> None:
+    """Record an event the feed acknowledges without applying it (``reason``, a
+    ``feed.metrics.SET_ASIDE_REASONS``), and have its task's follow-ups looked at instead of the
+    re-read it prompted."""
+    now = timezone.now()
+    with transaction.atomic():
+        SetAsideEvent.objects.create(
+            source_id=source.id,
+            event_id=event_id,
+            task_id=task_id,
+            event_type=event_type,
+            attempt=min(attempt, 2**31 - 1),
+            reason=reason,
+            detail=detail[:2000],
+            set_aside_at=now,
+        )
+        if task_id:
+            followups_look_soon(task_id, now=now)
+    EVENTS_SET_ASIDE.labels(reason=reason).inc()
+    logger.warning(
+        "feed: event %s of task %s set aside (%s): %s",
+        event_id or "-",
+        task_id or "-",
+        reason,
+        detail[:500],
+    )
+
+
 class Reader:
     """What one stream's consumer reads again, with the source's credential: one client for the
     consumer's life (not a new connection per event), and the audit records it published
@@ -145,6 +211,7 @@ class Reader:
         self.source = source
         self.orbit = source_client(source)
         self.published: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self.unanswered = ""  # why the last read got no answer
 
     async def aclose(self) -> None:
         await self.orbit.aclose()
@@ -155,15 +222,17 @@ class Reader:
             self.published.popitem(last=False)
 
 
-async def event_handle(reader: Reader, event: StreamEvent) -> bool | None:
-    """Read again what the event prompts, then apply it (``event_apply``): ``True`` when
-    applied, ``False`` when the inbox had it, ``None`` when the API did not answer the read (the
-    event is left unacknowledged: it comes again after its lease).
+async def event_handle(reader: Reader, event: StreamEvent, *, attempt: int = 1) -> str:
+    """Read again what the event prompts, then apply it (``event_apply``): ``APPLIED``, or
+    ``KNOWN`` when the inbox had it. ``UNREAD`` when the API did not answer the read: the event
+    is left unacknowledged and comes again after its lease, until its ``SET_ASIDE_AFTER``-th
+    delivery; then, or at once when the answer was one the client refused (``BadAnswer``:
+    another read would get the same), it is ``SET_ASIDE``.
 
     Against an external Orbit the timelines need the audit records the event names: its own
     (on its task) and, for a retry's new task, the retry's (on the source task)."""
     if await InboxEvent.objects.filter(event_id=event.id).aexists():
-        return False
+        return KNOWN
     task = None
     operations: list[OperationDetail] = []
     wants_task = await sync_to_async(followed)(event.task_id)
@@ -182,14 +251,58 @@ async def event_handle(reader: Reader, event: StreamEvent) -> bool | None:
     except OrbitError as refused:
         # Out of the stream credential's reach (403/404): apply what could be read.
         logger.info("feed: cannot read %s again: %s", event.task_id, refused.code)
+    except BadAnswer as bad:
+        await _set_aside(reader, event, attempt, bad.kind, str(bad))
+        return SET_ASIDE
     except OutcomeUnknown as unknown:
         logger.warning("feed: reading %s again: %s", event.task_id, unknown)
-        return None
+        if attempt < SET_ASIDE_AFTER:
+            reader.unanswered = str(unknown)
+            return UNREAD
+        await _set_aside(reader, event, attempt, UNANSWERED, str(unknown))
+        return SET_ASIDE
     applied = await sync_to_async(event_apply)(reader.source, event, task, operations)
     if applied:
         for operation in operations:
             reader.note_published(operation.id)
-    return applied
+    return APPLIED if applied else KNOWN
+
+
+async def _set_aside(
+    reader: Reader, event: StreamEvent, attempt: int, reason: str, why: str
+) -> None:
+    await sync_to_async(event_set_aside)(
+        reader.source,
+        reason=reason,
+        detail=why,
+        event_id=event.id,
+        task_id=event.task_id,
+        event_type=event.type,
+        attempt=attempt,
+    )
+
+
+class Backoff:
+    """The pause before connecting to a stream again: ``FIRST_PAUSE``, doubling after every
+    connection that failed or did not last, up to ``LONGEST_PAUSE``, each with jitter (half to
+    all of it, so that consoles do not come back in step). It starts over only once a connection
+    has proven itself: it stayed up ``HEALTHY_SECONDS``, or events were applied over it; a
+    server that accepts and drops every connection at once is tried ever less often."""
+
+    def __init__(self, jitter: Callable[[], float] = random.random) -> None:
+        self.jitter = jitter
+        self.next = FIRST_PAUSE
+        self.proven = False
+
+    def pause(self, *, connected_for: float | None) -> float:
+        """The pause after a connection that lasted ``connected_for`` seconds (``None``: it
+        never opened)."""
+        if self.proven or (connected_for is not None and connected_for >= HEALTHY_SECONDS):
+            self.next = FIRST_PAUSE
+        self.proven = False
+        pause = self.next * (0.5 + self.jitter() / 2)
+        self.next = min(self.next * 2, LONGEST_PAUSE)
+        return pause
 
 
 # --- The consumer -----------------------------------------------------------------------------
@@ -209,8 +322,12 @@ class Feed:
         # When each source last applied an event, written with the lease's renewals.
         self.applied_at: dict[str, datetime] = {}
         # Proofs of deliveries this process held and did not acknowledge when a connection
-        # broke: handed back on the next connection (I3).
-        self.held: dict[str, set[str]] = {}
+        # broke: handed back on the next connection (I3). Ordered: the latest are handed back.
+        self.held: dict[str, dict[str, None]] = {}
+        # Since when each consumer has been handling its current event (monotonic), and which
+        # streams are marked stalled (not live) until an event is applied again.
+        self.busy: dict[str, float] = {}
+        self.stalled: set[str] = set()
         self.leading = False
         self.looking: asyncio.Task[None] | None = None
 
@@ -246,6 +363,12 @@ class Feed:
             if running is None or running.done():
                 self.configured[source.id] = (source.subscription_id, source.token_ciphertext)
                 self.consumers[source.id] = asyncio.create_task(self._consume(source))
+        # A consumer held up on one event for as long as the lease (three renewals: a stream
+        # renewed no longer would fall out of live by itself) has stalled: it says so at once.
+        held_up = time.monotonic() - settings.CONSOLE_FEED_LEASE_SECONDS
+        for source_id, since in list(self.busy.items()):
+            if since <= held_up and source_id in sources:
+                await self._stall(sources[source_id], "held up on one event since its delivery")
         await sync_to_async(self._renew)(list(sources))
         # The looks run beside the lease's renewals, never holding them up: a slow API must not
         # let the lease run out under a living consumer.
@@ -261,9 +384,9 @@ class Feed:
         for source_id, applied_at in self.applied_at.items():
             Source.objects.filter(id=source_id).update(last_event_at=applied_at)
         self.applied_at.clear()
-        InboxEvent.objects.filter(
-            received_at__lt=timezone.now() - timedelta(days=INBOX_DAYS)
-        ).delete()
+        kept = timezone.now() - timedelta(days=INBOX_DAYS)
+        InboxEvent.objects.filter(received_at__lt=kept).delete()
+        SetAsideEvent.objects.filter(set_aside_at__lt=kept).delete()
 
     async def _stand_down(self) -> None:
         for source_id in list(self.consumers):
@@ -290,24 +413,19 @@ class Feed:
             await reader.aclose()
 
     async def _consume_with(self, source: Source, reader: Reader) -> None:
-        pause = 1.0
-        held = self.held.setdefault(source.id, set())
+        backoff = Backoff()
+        held = self.held.setdefault(source.id, {})
         while not self.stop.is_set():
+            connected_at: float | None = None
             try:
                 async with await source_stream(source) as stream:
+                    connected_at = time.monotonic()
+                    self.stalled.discard(source.id)
                     await sync_to_async(source_status)(source.id, SourceStatus.LIVE)
-                    pause = 1.0
-                    await stream.resume(sorted(held))
+                    await stream.resume(list(held))
                     while True:
-                        delivery = await stream.receive()
-                        held.add(delivery.proof)
-                        applied = await event_handle(reader, delivery.event)
-                        if applied is None:
-                            continue  # not read: unacknowledged, it comes again
-                        if applied:
-                            self.applied_at[source.id] = timezone.now()
-                        await stream.ack(delivery.proof)  # after the commit
-                        held.discard(delivery.proof)
+                        if await self._take(source, reader, stream, held):
+                            backoff.proven = True
             except StreamRefused as refused:
                 status = SourceStatus.MISSING if refused.status == 404 else SourceStatus.REFUSED
                 await self._down(source, status, str(refused))
@@ -318,8 +436,61 @@ class Feed:
             except Exception as failed:
                 logger.exception("feed: consuming %s failed", source.subscription_id)
                 await self._down(source, SourceStatus.DOWN, type(failed).__name__)
-            await _pause(self.stop, pause * (0.5 + random.random() / 2))  # noqa: S311 -- jitter
-            pause = min(pause * 2, LONGEST_PAUSE)
+            finally:
+                self.busy.pop(source.id, None)
+            connected_for = None if connected_at is None else time.monotonic() - connected_at
+            await _pause(self.stop, backoff.pause(connected_for=connected_for))
+
+    async def _take(
+        self,
+        source: Source,
+        reader: Reader,
+        stream: EventStreamConnection,
+        held: dict[str, None],
+    ) -> bool:
+        """Handle the stream's next delivery: ``True`` when an event was applied (or had been)."""
+        try:
+            delivery = await stream.receive()
+        except MalformedEvent as bad:
+            await sync_to_async(event_set_aside)(
+                source,
+                reason=MALFORMED_EVENT,
+                detail=bad.reason,
+                event_id=bad.event_id,
+                task_id=bad.task_id,
+                attempt=bad.attempt,
+            )
+            await stream.ack(bad.proof)
+            return False
+        held[delivery.proof] = None
+        while len(held) > MAX_HELD:
+            del held[next(iter(held))]
+        self.busy[source.id] = time.monotonic()
+        try:
+            outcome = await event_handle(reader, delivery.event, attempt=delivery.attempt)
+        finally:
+            self.busy.pop(source.id, None)
+        if outcome == UNREAD:
+            await self._stall(source, f"event {delivery.event.id} not read: {reader.unanswered}")
+            return False  # unacknowledged: it comes again
+        if outcome == APPLIED:
+            self.applied_at[source.id] = timezone.now()
+        await stream.ack(delivery.proof)  # after the commit
+        held.pop(delivery.proof, None)
+        if outcome == SET_ASIDE:
+            return False
+        if source.id in self.stalled:
+            self.stalled.discard(source.id)
+            await sync_to_async(source_status)(source.id, SourceStatus.LIVE)
+            logger.info("feed: stream %s is live again", source.subscription_id)
+        return True
+
+    async def _stall(self, source: Source, note: str) -> None:
+        """The stream stops counting as live (``live_namespaces``) until an event is applied."""
+        if source.id in self.stalled:
+            return
+        self.stalled.add(source.id)
+        await self._down(source, SourceStatus.STALLED, note)
 
     async def _down(self, source: Source, status: str, note: str) -> None:
         logger.warning("feed: stream %s is %s: %s", source.subscription_id, status, note)

@@ -9,6 +9,7 @@ from orbit_console.lib.ids import new_id
 class SourceStatus(models.TextChoices):
     STARTING = "starting", "starting"
     LIVE = "live", "live"
+    STALLED = "stalled", "stalled: connected, but its events are not being applied"
     DOWN = "down", "down: reconnecting"
     MISSING = "missing", "missing: this Orbit has no event stream (E1)"
     REFUSED = "refused", "refused: the credential or the subscription was refused"
@@ -20,7 +21,8 @@ class Source(models.Model):
 
     ``status`` is what the consuming process last knew of the stream, renewed while it is live
     (``status_at``): a stream not renewed recently is not live, whatever it says, and pages and
-    follow-ups then look for themselves (I4)."""
+    follow-ups then look for themselves (I4). A stream whose consumer is held up on an event, or
+    could not read again what an event prompts, is ``stalled``: not live either."""
 
     id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
     namespace_id = models.CharField(max_length=64, unique=True)
@@ -64,3 +66,24 @@ class InboxEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.task_id}"
+
+
+class SetAsideEvent(models.Model):
+    """An event of the stream that the console acknowledged without applying it, so that it does
+    not hold up the events behind it: the event broke the stream's schema, or what it prompts to
+    read again was refused (an answer too large, malformed, or about another task), or did not
+    come in ``SET_ASIDE_AFTER`` deliveries (docs/events.md). ``event_id`` and ``task_id`` are
+    blank when the event did not say them readably. Kept as long as the inbox."""
+
+    id = models.CharField(max_length=32, primary_key=True, default=new_id, editable=False)
+    source_id = models.CharField(max_length=32, db_index=True)
+    event_id = models.CharField(max_length=32, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    event_type = models.CharField(max_length=32, blank=True)
+    attempt = models.PositiveIntegerField(default=1)
+    reason = models.CharField(max_length=32)  # feed/metrics.SET_ASIDE_REASONS
+    detail = models.TextField(blank=True)
+    set_aside_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.reason} {self.event_id or '-'}"

@@ -66,12 +66,22 @@ async def source_stream(source: Source) -> EventStreamConnection:
     """Open the source's stream: over the network to an external Orbit (or to the embedded
     API served apart, ``ORBIT_EMBEDDED_API_URL``), else to this process's own embedded API."""
     token = unseal(source.token_ciphertext)
+    largest = settings.ORBIT_EVENTS_MAX_FRAME_BYTES
     if settings.ORBIT_API_URL:
         return await open_stream(
-            settings.ORBIT_API_URL, token, source.subscription_id, origin=console_origin()
+            settings.ORBIT_API_URL,
+            token,
+            source.subscription_id,
+            origin=console_origin(),
+            max_frame_bytes=largest,
         )
     return await open_stream(
-        base_url(), token, source.subscription_id, origin=base_url(), in_process=open_socket
+        base_url(),
+        token,
+        source.subscription_id,
+        origin=base_url(),
+        max_frame_bytes=largest,
+        in_process=open_socket,
     )
 
 

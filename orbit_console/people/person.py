@@ -152,11 +152,16 @@ def token_client(token: str, *, base_url: str | None = None) -> OrbitClient:
         pool=settings.ORBIT_API_CONNECT_TIMEOUT,
     )
     url = base_url or settings.ORBIT_API_URL
-    if url:
-        return OrbitClient(url, token, timeout=timeout)
     # The embedded API of this process, without a trip through the network (client/inprocess).
-    transport = inprocess.InProcessTransport(timeout=settings.ORBIT_API_TIMEOUT)
-    return OrbitClient(inprocess.base_url(), token, timeout=timeout, transport=transport)
+    transport = None if url else inprocess.InProcessTransport(timeout=settings.ORBIT_API_TIMEOUT)
+    return OrbitClient(
+        url or inprocess.base_url(),
+        token,
+        timeout=timeout,
+        deadline=settings.ORBIT_API_TIMEOUT,
+        max_answer_bytes=settings.ORBIT_API_MAX_ANSWER_BYTES,
+        transport=transport,
+    )
 
 
 # --- The people behind platform actor ids (AU6) ------------------------------------------------

@@ -11,6 +11,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
@@ -21,6 +22,7 @@ from urllib.parse import parse_qsl
 import httpx
 import pytest
 from django.conf import settings
+from prometheus_client import Counter
 
 from orbit_console.client import (
     Attempt,
@@ -37,11 +39,22 @@ from orbit_console.client import (
     Task,
     TaskSummary,
 )
+from orbit_console.client.errors import MALFORMED, MISMATCHED, TOO_LARGE, BadAnswer
 from orbit_console.ledger.models import Attempt as AttemptRow
 from orbit_console.ledger.models import AttemptOutcome, OperationAudit
 from orbit_console.ledger.models import Task as TaskRow
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.strictjson import RawJSON
+from orbit_console.ops.metrics import API_CALLS
+from orbit_console.people.person import token_client
+from tests.support.hostile import (
+    Answer,
+    HostileOrbit,
+    hostile_orbit,
+    operation,
+    operation_path,
+)
+from tests.support.hostile import task as hostile_task
 from tests.support.servers import DaphneServer, free_port
 
 REQUEST_ID = re.compile(r"[0-9a-f]{32}")
@@ -1176,3 +1189,349 @@ def test_retry_request_to_json_writes_times_in_utc_z_RT3() -> None:
     body = json.loads(only_deadline.to_json())
     assert "available_at" not in body
     assert body["start_deadline_at"] == "2026-09-17T01:00:00.123456Z"
+
+
+# --- A hostile Orbit (issue 29) ---------------------------------------------------------------
+#
+# A real server on a real port (tests/support/hostile.py) that answers as a broken or malicious
+# Orbit would. Memory is never measured: the cap's error is asserted, and how much the server
+# got to write before the client hung up.
+
+TASK_ID = "e" * 32
+OTHER_TASK_ID = "f" * 32
+AUDIT_ID = "a" * 32
+NAMESPACE_ID = "9" * 32
+
+
+@pytest.fixture
+def hostile() -> Iterator[HostileOrbit]:
+    with hostile_orbit() as orbit:
+        yield orbit
+
+
+def counted(counter: Counter, labels: dict[str, str]) -> float:
+    """A counter's value (read from it alone: the registry's other collectors read the
+    database)."""
+    for metric in counter.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total") and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
+def refused_answer(
+    orbit: HostileOrbit, action: Callable[[OrbitClient], Awaitable[Any]]
+) -> BadAnswer:
+    with pytest.raises(BadAnswer) as caught:
+        call(orbit.url, "token", action)
+    return caught.value
+
+
+def hung_up(orbit: HostileOrbit, path: str) -> Any:
+    """The one answer written to ``path``, once the client has hung up on it."""
+    for _ in range(200):
+        served = orbit.served_for(path)
+        if served and served[0].hung_up:
+            return served[0]
+        threading.Event().wait(0.05)
+    raise AssertionError(f"the client never hung up on {path}: {orbit.served_for(path)}")
+
+
+def test_an_endless_answer_is_refused_past_the_cap_while_it_comes(hostile: HostileOrbit) -> None:
+    """Issue 29: a 200 MB operation answer took the console from 185 MB to 2.65 GB. The body
+    is read as it comes and the reading stops past ``max_answer_bytes``: an error of its own
+    (``too_large``), an unknown outcome for whoever decides what to do next (C9)."""
+    path = operation_path(TASK_ID, AUDIT_ID)
+    hostile.answers[path] = Answer.endless()
+
+    with pytest.raises(BadAnswer) as caught:
+        call(
+            hostile.url,
+            "token",
+            lambda orbit: orbit.get_task_operation(TASK_ID, AUDIT_ID),
+            max_answer_bytes=256 * 1024,
+        )
+
+    assert caught.value.kind == TOO_LARGE
+    assert isinstance(caught.value, OutcomeUnknown)
+    assert "longer than 262144 bytes" in caught.value.reason
+    # What the server got to write before the client hung up: the cap and the sockets'
+    # buffers, not the endless body (it gives up at 256 MiB).
+    assert hung_up(hostile, path).written < 32 * 1024 * 1024
+
+
+def test_an_answer_declaring_more_than_the_cap_is_refused_unread(
+    hostile: HostileOrbit, settings: Any
+) -> None:
+    """The console's clients (``people.person.token_client``) carry the cap of
+    ``ORBIT_API_MAX_ANSWER_BYTES``; an answer that declares more is refused on its headers."""
+    settings.ORBIT_API_MAX_ANSWER_BYTES = 64 * 1024
+    path = f"/v1/tasks/{TASK_ID}"
+    hostile.answers[path] = Answer.declared(200_000_000)
+
+    async def scenario() -> Task:
+        async with token_client("token", base_url=hostile.url) as orbit:
+            return await orbit.get_task(TASK_ID)
+
+    with pytest.raises(BadAnswer) as caught:
+        run(scenario)
+
+    assert caught.value.kind == TOO_LARGE
+    assert "declares 200000000 bytes, over 65536" in caught.value.reason
+    assert hung_up(hostile, path).written == 1024
+
+
+def test_a_dripping_answer_ends_at_the_deadline_though_no_read_times_out_C9(
+    hostile: HostileOrbit,
+) -> None:
+    """Issue 29: a server dripping one byte per 5 s held the consumer for minutes, since httpx's
+    timeouts are per read. The deadline bounds the whole exchange; what it ends is an unknown
+    outcome (C9), not a bad answer: the same read may well be answered next time."""
+    path = operation_path(TASK_ID, AUDIT_ID)
+    # About 400 bytes, one every 0.5 s: over three minutes for the whole answer, and a read
+    # timeout of 2 s never trips.
+    hostile.answers[path] = Answer.drip(operation(TASK_ID, AUDIT_ID), every=0.5)
+    started = time.monotonic()
+
+    with pytest.raises(OutcomeUnknown) as caught:
+        call(
+            hostile.url,
+            "token",
+            lambda orbit: orbit.get_task_operation(TASK_ID, AUDIT_ID),
+            timeout=httpx.Timeout(2.0),
+            deadline=3.0,
+        )
+
+    assert time.monotonic() - started < 30
+    assert not isinstance(caught.value, BadAnswer)
+    assert caught.value.reason == "no whole answer within 3 s"
+    assert not hung_up(hostile, path).finished
+
+
+def task_without(member: str) -> dict[str, Any]:
+    data = hostile_task(TASK_ID, NAMESPACE_ID)
+    del data[member]
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "answer", "action", "reason"),
+    [
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.data(task_without("revision")),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "task.revision: missing",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.data(hostile_task(TASK_ID, NAMESPACE_ID, revision=3)),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "task.revision: not a string",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.data(hostile_task(TASK_ID, NAMESPACE_ID, revision="03")),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "task.revision: not a decimal string",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.data(hostile_task(TASK_ID, NAMESPACE_ID, state="DONE")),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "task.state: not one of",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.data(hostile_task(TASK_ID, NAMESPACE_ID, attempt_count="1")),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "task.attempt_count: not an integer",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.data(hostile_task(TASK_ID, NAMESPACE_ID, retry={"max_attempts": 3})),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "task.retry.initial_delay_ms: missing",
+        ),
+        (
+            operation_path(TASK_ID, AUDIT_ID),
+            Answer.data({k: v for k, v in operation(TASK_ID, AUDIT_ID).items() if k != "task_id"}),
+            lambda orbit: orbit.get_task_operation(TASK_ID, AUDIT_ID),
+            "operation.task_id: missing",
+        ),
+        (
+            operation_path(TASK_ID, AUDIT_ID),
+            Answer.data(operation(TASK_ID, AUDIT_ID, created_at="yesterday")),
+            lambda orbit: orbit.get_task_operation(TASK_ID, AUDIT_ID),
+            "operation.created_at: must be an RFC 3339 time",
+        ),
+        (
+            operation_path(TASK_ID, AUDIT_ID),
+            Answer.data(operation(TASK_ID, AUDIT_ID, after="SUCCEEDED")),
+            lambda orbit: orbit.get_task_operation(TASK_ID, AUDIT_ID),
+            "operation.after: not an object",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}/operations",
+            Answer.data({"items": [operation(TASK_ID, AUDIT_ID), {"id": AUDIT_ID}]}),
+            lambda orbit: orbit.list_task_operations(TASK_ID),
+            "items[1].task_id: missing",
+        ),
+        (
+            "/v1/tasks",
+            Answer.data({"items": {"id": TASK_ID}}),
+            lambda orbit: orbit.list_tasks(),
+            "page.items: not an array",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.data(hostile_task("x" * 5000, NAMESPACE_ID)),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "task.id: not an id",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.raw(b"<html>Welcome to nginx</html>"),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "the answer is not a JSON object",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.raw(b"[" * 100_000 + b"]" * 100_000),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "the answer is not a JSON object",
+        ),
+        (
+            f"/v1/tasks/{TASK_ID}",
+            Answer.raw(b'{"request_id": "x", "task": {}}'),
+            lambda orbit: orbit.get_task(TASK_ID),
+            "the answer has no data",
+        ),
+    ],
+    ids=[
+        "missing-revision",
+        "numeric-revision",
+        "leading-zero-revision",
+        "unknown-state",
+        "text-count",
+        "partial-retry-policy",
+        "operation-without-task",
+        "operation-bad-time",
+        "operation-after-text",
+        "page-item-without-task",
+        "page-items-object",
+        "long-id",
+        "html",
+        "deep-nesting",
+        "no-envelope",
+    ],
+)
+def test_an_answer_that_breaks_the_apis_schema_is_a_bad_answer_not_a_key_error(
+    hostile: HostileOrbit,
+    path: str,
+    answer: Answer,
+    action: Callable[[OrbitClient], Awaitable[Any]],
+    reason: str,
+) -> None:
+    """Issue 29: an answer missing a key raised ``KeyError`` out of the client. Every answer is
+    read against the API's schema (O1, AU4, AU5, C5)."""
+    hostile.answers[path] = answer
+
+    refused = refused_answer(hostile, action)
+
+    assert refused.kind == MALFORMED
+    assert refused.reason.startswith(reason), refused.reason
+    assert refused.status == 200
+
+
+def test_an_operation_of_another_task_is_refused_not_published_as_this_ones_AU1_AU5(
+    hostile: HostileOrbit,
+) -> None:
+    """Issue 29: an operation whose ``task_id`` differs from the task asked for was published
+    to that other task's timeline. An answer about something else than what was asked is
+    refused (``mismatched``): another task, another record, another task's list item."""
+    hostile.answers[operation_path(TASK_ID, AUDIT_ID)] = Answer.data(
+        operation(OTHER_TASK_ID, AUDIT_ID)
+    )
+    hostile.answers[operation_path(TASK_ID, "b" * 32)] = Answer.data(operation(TASK_ID, "c" * 32))
+    hostile.answers[f"/v1/tasks/{TASK_ID}/operations"] = Answer.data(
+        {"items": [operation(TASK_ID, AUDIT_ID), operation(OTHER_TASK_ID, "b" * 32)]}
+    )
+    hostile.answers[f"/v1/tasks/{TASK_ID}"] = Answer.data(hostile_task(OTHER_TASK_ID, NAMESPACE_ID))
+    labels = {"operation": "GetTaskOperation", "outcome": "bad_answer_mismatched"}
+    before = counted(API_CALLS, labels)
+
+    reasons = [
+        refused_answer(hostile, lambda orbit: orbit.get_task_operation(TASK_ID, AUDIT_ID)),
+        refused_answer(hostile, lambda orbit: orbit.get_task_operation(TASK_ID, "b" * 32)),
+        refused_answer(hostile, lambda orbit: orbit.list_task_operations(TASK_ID)),
+        refused_answer(hostile, lambda orbit: orbit.get_task(TASK_ID)),
+    ]
+
+    assert [refused.kind for refused in reasons] == [MISMATCHED] * 4
+    assert [refused.reason.split(" is ")[0] for refused in reasons] == [
+        "operation.task_id",
+        "operation.id",
+        "operation.task_id",
+        "task.id",
+    ]
+    assert counted(API_CALLS, labels) == before + 2
+
+
+def test_a_receipt_for_another_task_is_an_unknown_outcome_to_resend_C9_RV4_RT4(
+    hostile: HostileOrbit,
+) -> None:
+    """A write's answer that is about another task tells nothing of this write, which may have
+    been applied: an unknown outcome (the reconciler resends it as it was, C9)."""
+    hostile.answers[f"/v1/tasks/{TASK_ID}:review"] = Answer.data(
+        {
+            "task": hostile_task(OTHER_TASK_ID, NAMESPACE_ID),
+            "audit_id": AUDIT_ID,
+            "deduplicated": False,
+        }
+    )
+    hostile.answers[f"/v1/tasks/{TASK_ID}:retry"] = Answer.data(
+        {
+            "source_task_id": OTHER_TASK_ID,
+            "task": hostile_task("b" * 32, NAMESPACE_ID, retry_of=OTHER_TASK_ID),
+            "audit_id": AUDIT_ID,
+            "deduplicated": False,
+        },
+        status=201,
+    )
+
+    review = refused_answer(
+        hostile,
+        lambda orbit: orbit.review_task(TASK_ID, idempotency_key="k-1", body=review_request()),
+    )
+    retry = refused_answer(
+        hostile,
+        lambda orbit: orbit.retry_task(TASK_ID, idempotency_key="k-2", body=retry_request()),
+    )
+
+    assert isinstance(review, OutcomeUnknown) and isinstance(retry, OutcomeUnknown)
+    assert (review.kind, retry.kind) == (MISMATCHED, MISMATCHED)
+    assert review.reason.startswith("receipt.task.id is")
+    assert retry.reason.startswith("receipt.source_task_id is")
+    assert (retry.status, review.status) == (201, 200)
+
+
+def test_a_well_formed_answer_from_another_orbit_is_read(hostile: HostileOrbit) -> None:
+    """The members only the embedded API sends (the recovery facts) may be absent."""
+    hostile.answers[f"/v1/tasks/{TASK_ID}"] = Answer.data(
+        {"id": TASK_ID, "state": "FAILED", "revision": "2", "effect_uncertain": None}
+    )
+    hostile.answers[operation_path(TASK_ID, AUDIT_ID)] = Answer.data(
+        operation(TASK_ID, AUDIT_ID, before=None)
+    )
+
+    task = call(hostile.url, "token", lambda orbit: orbit.get_task(TASK_ID))
+    detail = call(hostile.url, "token", lambda orbit: orbit.get_task_operation(TASK_ID, AUDIT_ID))
+
+    assert (task.id, task.state, task.revision, task.effect_uncertain) == (
+        TASK_ID,
+        "FAILED",
+        "2",
+        None,
+    )
+    assert (detail.task_id, detail.id, detail.before) == (TASK_ID, AUDIT_ID, None)

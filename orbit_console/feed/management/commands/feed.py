@@ -7,7 +7,10 @@ feed add --token-file PATH [--subscription ID] [--label TEXT]
 feed add --namespace ID|NAME [--label TEXT]
     the embedded API only: mint the feed's own credential in the namespace, then as above
 feed list
-    the subscriptions consumed and what is known of each stream
+    the subscriptions consumed and what is known of each stream: its status (live, stalled,
+    down, ...) since when and why, and how many of its events were set aside
+feed set-aside [--limit N]
+    the events set aside most recently (acknowledged without being applied), newest first
 feed run
     be a candidate to consume, in the foreground, until SIGINT or SIGTERM (server processes are
     candidates already unless CONSOLE_FEED=off)
@@ -20,10 +23,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Count, Max
 
 from orbit_console.client import OrbitError, OutcomeUnknown
 from orbit_console.feed.consumer import run_feed
-from orbit_console.feed.models import Source
+from orbit_console.feed.models import SetAsideEvent, Source, SourceStatus
 from orbit_console.feed.sources import source_add
 
 FEED_PERMISSIONS = ["tasks:read", "tasks:audit:read", "events:subscribe"]
@@ -41,6 +45,8 @@ class Command(BaseCommand):
         add.add_argument("--subscription", default="", help="an existing subscription's id")
         add.add_argument("--label", default="orbit-console")
         commands.add_parser("list", help="the subscriptions consumed")
+        aside = commands.add_parser("set-aside", help="the events set aside, newest first")
+        aside.add_argument("--limit", type=int, default=20)
         commands.add_parser("run", help="a candidate consumer in the foreground")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -48,14 +54,40 @@ class Command(BaseCommand):
         if command == "add":
             self._add(options)
         elif command == "list":
-            for source in Source.objects.order_by("namespace_id"):
-                when = source.status_at.isoformat() if source.status_at else "-"
-                self.stdout.write(
-                    f"{source.namespace_id} {source.subscription_id} {source.status} {when} "
-                    f"{source.label}"
-                )
+            self._list()
+        elif command == "set-aside":
+            self._set_aside(options["limit"])
         else:
             asyncio.run(self._run())
+
+    def _list(self) -> None:
+        aside = {
+            row["source_id"]: row
+            for row in SetAsideEvent.objects.values("source_id").annotate(
+                n=Count("id"), last=Max("set_aside_at")
+            )
+        }
+        for source in Source.objects.order_by("namespace_id"):
+            when = source.status_at.isoformat() if source.status_at else "-"
+            self.stdout.write(
+                f"{source.namespace_id} {source.subscription_id} {source.status} {when} "
+                f"{source.label}"
+            )
+            if source.status != SourceStatus.LIVE and source.status_note:
+                self.stdout.write(f"  why: {_line(source.status_note)}")
+            if found := aside.get(source.id):
+                self.stdout.write(
+                    f"  set aside: {found['n']} event(s), the last at "
+                    f"{found['last'].isoformat()} (feed set-aside)"
+                )
+
+    def _set_aside(self, limit: int) -> None:
+        for event in SetAsideEvent.objects.order_by("-set_aside_at")[: max(limit, 1)]:
+            self.stdout.write(
+                f"{event.set_aside_at.isoformat()} {event.reason} "
+                f"event={event.event_id or '-'} task={event.task_id or '-'} "
+                f"type={event.event_type or '-'} delivery={event.attempt}: {_line(event.detail)}"
+            )
 
     def _add(self, options: dict[str, Any]) -> None:
         if options["token_file"]:
@@ -107,3 +139,8 @@ class Command(BaseCommand):
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         await run_feed(stop)
+
+
+def _line(text: str) -> str:
+    """What the Orbit said, on one line, without the control characters a terminal obeys."""
+    return "".join(c if c.isprintable() else " " for c in text)[:500]

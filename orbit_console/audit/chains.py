@@ -5,12 +5,18 @@ chain per task; the console: one chain), so that this app reads them without imp
 Every family is checked the same way (``audit/verify.py``): numbered from 1 without gaps, each
 link naming the one before, each link the HMAC of its record under the audit key it names
 (``lib/auditkeys.py``).
+
+Whoever appends a record marks its chain as moved (``moved``), in the same transaction: that is
+how the checkpoint job finds what to sign. Not the records' times: a writer's clock can be
+behind, and a record committed late would fall before any window of time.
 """
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol
+
+from orbit_console.audit.models import MovedChain
+from orbit_console.lib.rows import Rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +52,8 @@ class Family(Protocol):
         """Every record, ordered by chain, then by number; memory stays bounded."""
         ...
 
-    def heads(self, since: datetime | None) -> Iterator[Head]:
-        """The head of every chain with a record created at or after ``since`` (every chain
-        when ``None``)."""
+    def heads(self, chains: Collection[str] | None) -> Iterator[Head]:
+        """The head of each of ``chains`` that has records (of every chain when ``None``)."""
         ...
 
     def declared_heads(self) -> Iterator[Head]:
@@ -65,6 +70,14 @@ class Family(Protocol):
 
 
 _families: dict[str, Family] = {}
+_MOVED = Rows(MovedChain)
+
+
+def moved(family_key: str, chain: str) -> None:
+    """Mark ``chain`` of the family ``family_key`` as moved: call it in the transaction that
+    appends to the chain, so that the mark and the record are committed together. (Plain SQL,
+    lib/rows.py: every decision appends.)"""
+    _MOVED.insert(MovedChain(family=family_key, chain=chain))
 
 
 def register(family: Family) -> None:

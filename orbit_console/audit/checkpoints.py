@@ -10,16 +10,22 @@ checkpoint before it by digest, is signed with Ed25519 (``audit/signing.py``) an
 a folder outside the database. ``audit verify`` then checks that every head a checkpoint signed
 is still in its table, at the same number with the same link.
 
-A checkpoint lists the heads that moved since the one before it (the chains with a record in
-its window), not all of them: a million tasks' heads every minute would be a hundred megabytes
-each time. The heads signed so far are the checkpoints read in order, newest last. The window
-starts ``WINDOW_SLACK`` before the previous checkpoint was taken, so that a record committed up
-to that long after its own timestamp is still covered; a record committed later than that is
-covered when its chain next moves.
+A checkpoint lists the heads that moved since the one before it, not all of them: a million
+tasks' heads every minute would be a hundred megabytes each time. The heads signed so far are
+the checkpoints read in order, newest last. What moved is what the writers marked
+(``chains.moved``, in each record's own transaction), not what a time window holds: a record
+whose writer's clock was behind, or that committed late, is signed by the next checkpoint all
+the same. Marks are removed only once a checkpoint on disk signed their chains. The first
+checkpoint of a series, and the first of this format after checkpoints of format 1 (which chose
+heads by the records' times), list every chain's head (``complete``): from there on every
+record is either signed or marked, and ``audit verify`` holds the chains to that.
 
-Each folder holds one series for one database (both named in every checkpoint); the database
-also lists what was written (``WrittenCheckpoint``), so that removing the newest files from the
-folder is noticed too.
+Each folder holds one series for one database (both named in every checkpoint). The folder is
+the truth; the database lists what was written (``WrittenCheckpoint``, append-only, each row
+signed) only to witness it: removing files from the folder, or the whole folder, is noticed,
+and the job refuses to start a new series over a lost one. Only the operator starts one
+(``write(new_series=REASON)``, ``manage.py audit checkpoint --new-series``); its first
+checkpoint names, signed, the series it gives up and why.
 """
 
 import fcntl
@@ -31,29 +37,46 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Max
 from django.utils import timezone
 
 from orbit_console.audit import signing
 from orbit_console.audit.chains import Head, families
-from orbit_console.audit.models import WrittenCheckpoint
+from orbit_console.audit.models import MovedChain, WrittenCheckpoint
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.rfc3339 import format_utc, parse_utc
 
-FORMAT = "orbit-audit-checkpoint/1"
-WINDOW_SLACK = timedelta(minutes=10)
+FORMAT = "orbit-audit-checkpoint/2"
+VERSIONS = {"orbit-audit-checkpoint/1": 1, FORMAT: 2}
+LISTED_FORMAT = "orbit-audit-checkpoint-listed/1"
 # With nothing new, the periodic job still writes one this often: the series shows it ran.
 IDLE_CHECKPOINT = timedelta(hours=1)
 NAME_DIGITS = 8
+# Marks one round reads at most: a backlog (the job was stopped for days) is signed over
+# several rounds, each in bounded memory.
+MARKS_PER_ROUND = 100_000
+LIST_WITNESS = "the database's list of checkpoints"
 
 
 class CheckpointError(Exception):
-    """No checkpoint can be written: no signing key, or the folder's newest checkpoint does not
-    verify, or the folder belongs to another database."""
+    """No checkpoint can be written: no signing key, the folder's newest checkpoint does not
+    verify or belongs to another database, or checkpoints the database lists as written are
+    not in the folder."""
+
+
+@dataclass(frozen=True)
+class GivenUp:
+    """A series that a new one replaced, as far as the database listed it."""
+
+    series: str
+    number: int  # its newest listed checkpoint
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -69,6 +92,10 @@ class Checkpoint:
     message: bytes  # what the signature covers
     digest: str  # SHA-256 of the file's bytes
     path: Path
+    version: int = 2  # 1: the heads were chosen by the records' times; 2: by the marks
+    complete: bool = False  # lists the head of every chain
+    gives_up: tuple[GivenUp, ...] = ()  # the first of a series started over lost ones
+    reason: str = ""  # why the operator started it
 
 
 @dataclass
@@ -78,6 +105,10 @@ class Reading:
 
     checkpoints: list[Checkpoint] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    files: set[int] = field(default_factory=set)  # the numbers of the folder's files, all
+    # Whether every record must be signed or its chain marked (``_marks_hold``).
+    marks_hold: bool = False
+    newest_missing: bool = False  # the list names checkpoints of the series past its newest
 
     def signed_heads(self) -> dict[str, dict[str, Head]]:
         """Per family, the newest signed head of each chain."""
@@ -88,6 +119,12 @@ class Reading:
                 for head in heads:
                     chains[head.chain] = head
         return signed
+
+    @property
+    def started_over(self) -> Checkpoint | None:
+        """The first checkpoint, if the operator started its series over lost ones."""
+        first = self.checkpoints[0] if self.checkpoints else None
+        return first if first is not None and first.number == 1 and first.gives_up else None
 
 
 def folder() -> Path:
@@ -102,27 +139,31 @@ def database_label() -> str:
     return f"{connection.vendor}://{db['HOST'] or 'localhost'}:{db['PORT'] or 3306}/{db['NAME']}"
 
 
-def write(*, force: bool = True) -> Checkpoint | None:
+def write(
+    *, force: bool = True, new_series: str | None = None, complete: bool = False
+) -> Checkpoint | None:
     """Sign and write the next checkpoint now. With ``force=False`` (the periodic job), skip it
-    when no head moved and the newest checkpoint is younger than ``IDLE_CHECKPOINT``."""
+    when no head moved and the newest checkpoint is younger than ``IDLE_CHECKPOINT``.
+    ``new_series``: the operator's reason to start a new series in an empty folder, giving up
+    the series the database lists (``manage.py audit checkpoint --new-series``). ``complete``:
+    sign every chain's head, marked or not (``--complete``)."""
     if not settings.ORBIT_AUDIT_SIGNING_KEYS:
         raise CheckpointError("ORBIT_AUDIT_SIGNING_KEYS: no signing key is configured")
     target = folder()
     target.mkdir(parents=True, exist_ok=True)
     with _locked(target):
         newest = _newest(target)
-        taken_at = timezone.now()
-        since = newest.taken_at - WINDOW_SLACK if newest else None
-        # What the newest checkpoint signed need not be signed again (the window overlaps it).
-        already: set[tuple[str, Head]] = set()
+        gives_up = _may_write(target, newest, new_series)
         if newest is not None:
-            already = {(key, head) for key, signed in newest.heads.items() for head in signed}
-        heads: dict[str, list[Head]] = {}
-        for family in families():
-            moved = sorted(h for h in family.heads(since) if (family.key, h) not in already)
-            if moved:
-                heads[family.key] = moved
+            _list(newest)  # the round that wrote it may have stopped before listing it
+        marks = list(
+            MovedChain.objects.order_by("id").values_list("id", "family", "chain")[:MARKS_PER_ROUND]
+        )
+        complete = complete or _complete(newest)
+        heads = _moved_heads(newest, marks, complete=complete)
+        taken_at = timezone.now()
         if newest and not force and not heads and taken_at - newest.taken_at < IDLE_CHECKPOINT:
+            _consume(marks)  # their chains' heads are the ones the newest checkpoint signed
             return None
         payload: dict[str, Any] = {
             "format": FORMAT,
@@ -131,24 +172,157 @@ def write(*, force: bool = True) -> Checkpoint | None:
             "taken_at": format_utc(taken_at),
             "previous": newest.digest if newest else "",
             "database": database_label(),
+            "complete": complete,
             "heads": {
                 key: [[h.chain, h.seq, h.entry_hash] for h in family_heads]
                 for key, family_heads in heads.items()
             },
         }
+        if new_series is not None:
+            payload["gives_up"] = [[g.series, g.number, g.digest] for g in gives_up]
+            payload["reason"] = new_series
         key_id, signature = signing.sign(_message(payload))
         document = {"checkpoint": payload, "key_id": key_id, "signature": signature}
         data = (json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n").encode()
         path = target / f"{payload['number']:0{NAME_DIGITS}d}.json"
         _create(path, data)
         checkpoint = _parse(path, data)
-        WrittenCheckpoint.objects.create(
-            series=checkpoint.series,
-            number=checkpoint.number,
-            digest=checkpoint.digest,
-            taken_at=checkpoint.taken_at,
-        )
+        _list(checkpoint)
+        _consume(marks)  # only now: the file that signs their chains is on disk
         return checkpoint
+
+
+def _may_write(target: Path, newest: Checkpoint | None, new_series: str | None) -> list[GivenUp]:
+    """Refuse to write over a lost series; the series a new one gives up."""
+    listed = listed_series()
+    if new_series is not None:
+        if newest is not None:
+            raise CheckpointError(
+                f"{target} holds checkpoints (the newest is {newest.number}): a new series "
+                "starts only in an empty folder; there is nothing to start over"
+            )
+        if not new_series.strip():
+            raise CheckpointError("a new series needs the reason it is started")
+        return listed
+    if newest is None and listed:
+        raise CheckpointError(
+            f"{target} holds no checkpoint, but the database lists {_describe(listed)} as "
+            "written: the folder was lost or moved, or ORBIT_AUDIT_CHECKPOINT_DIR points "
+            "elsewhere. Restore it; only if it is lost for good, start a new series with "
+            "'manage.py audit checkpoint --new-series REASON' (docs/audit.md)"
+        )
+    ahead = next((g for g in listed if newest and g.series == newest.series), None)
+    if newest is not None and ahead is not None and ahead.number > newest.number:
+        raise CheckpointError(
+            f"the newest checkpoint in {target} is {newest.number}, but the database lists "
+            f"checkpoints up to {ahead.number} of its series as written: files were removed, "
+            "or an older copy of the folder restored. Restore them (docs/audit.md)"
+        )
+    return []
+
+
+def listed_series() -> list[GivenUp]:
+    """The newest checkpoint the database lists of each series, oldest series first. A row
+    whose signature does not verify was written by hand: ``audit verify`` names it, and it
+    holds nothing up. (Rows from before rows were signed carry none, and count.)"""
+    newest = WrittenCheckpoint.objects.values("series").annotate(number=Max("number"))
+    found = []
+    for series in sorted({row["series"] for row in newest}):
+        rows = WrittenCheckpoint.objects.filter(series=series).order_by("-number")
+        row = next((row for row in rows.iterator(chunk_size=100) if not _forged(row)), None)
+        if row is not None:
+            found.append((row.taken_at, GivenUp(row.series, row.number, row.digest)))
+    return [given for _, given in sorted(found, key=lambda pair: pair[0])]
+
+
+def _forged(row: WrittenCheckpoint) -> bool:
+    return bool(row.signature) and not listed_row_verifies(row)
+
+
+def _describe(listed: list[GivenUp]) -> str:
+    return "; ".join(f"checkpoints up to {g.number} of series {g.series}" for g in listed)
+
+
+def _complete(newest: Checkpoint | None) -> bool:
+    """Whether the next checkpoint lists every chain's head: the first of a series, and the
+    first after checkpoints of format 1, whose records nothing marked."""
+    return newest is None or newest.version < 2
+
+
+def _moved_heads(
+    newest: Checkpoint | None, marks: list[tuple[int, str, str]], *, complete: bool
+) -> dict[str, list[Head]]:
+    """Per family, the heads the next checkpoint signs: of every chain when it is complete,
+    else of the marked chains, less those the newest checkpoint signed as they are."""
+    marked: dict[str, set[str]] = {}
+    for _, family_key, chain in marks:
+        marked.setdefault(family_key, set()).add(chain)
+    already: set[tuple[str, Head]] = set()
+    if newest is not None:
+        already = {(key, head) for key, signed in newest.heads.items() for head in signed}
+    heads: dict[str, list[Head]] = {}
+    for family in families():
+        if complete:
+            found = family.heads(None)
+        elif family.key in marked:
+            found = family.heads(marked[family.key])
+        else:
+            continue
+        moved = sorted(h for h in found if complete or (family.key, h) not in already)
+        if moved:
+            heads[family.key] = moved
+    return heads
+
+
+def _consume(marks: list[tuple[int, str, str]]) -> None:
+    ids = [mark_id for mark_id, _, _ in marks]
+    for start in range(0, len(ids), 1000):
+        MovedChain.objects.filter(id__in=ids[start : start + 1000]).delete()
+
+
+def listed_message(series: str, number: int, digest: str, taken_at: datetime) -> bytes:
+    """What a row of the database's list of checkpoints signs: the console, which cannot read
+    the folder, shows only rows whose signature verifies (``audit/status.py``)."""
+    return _message(
+        {
+            "format": LISTED_FORMAT,
+            "series": series,
+            "number": number,
+            "digest": digest,
+            "taken_at": format_utc(taken_at),
+        }
+    )
+
+
+def listed_row_verifies(row: WrittenCheckpoint) -> bool:
+    """Whether ``row`` carries the checkpoint key's signature of its columns."""
+    if not row.signature:
+        return False
+    message = listed_message(row.series, row.number, row.digest, row.taken_at)
+    try:
+        return signing.verifies(row.key_id, message, row.signature)
+    except signing.UnknownSigningKey:
+        return False
+
+
+def _list(checkpoint: Checkpoint) -> None:
+    """Add ``checkpoint`` to the database's list, signed, unless it is there."""
+    if WrittenCheckpoint.objects.filter(
+        series=checkpoint.series, number=checkpoint.number
+    ).exists():
+        return
+    message = listed_message(
+        checkpoint.series, checkpoint.number, checkpoint.digest, checkpoint.taken_at
+    )
+    key_id, signature = signing.sign(message)
+    WrittenCheckpoint.objects.create(
+        series=checkpoint.series,
+        number=checkpoint.number,
+        digest=checkpoint.digest,
+        taken_at=checkpoint.taken_at,
+        key_id=key_id,
+        signature=signature,
+    )
 
 
 def read() -> Reading:
@@ -158,6 +332,7 @@ def read() -> Reading:
     label = database_label()
     before: Checkpoint | None = None
     for path in _files(folder()):
+        reading.files.add(int(path.stem))
         try:
             checkpoint = _parse(path, path.read_bytes())
         except ValueError as error:
@@ -198,17 +373,76 @@ def read() -> Reading:
             )
         reading.checkpoints.append(checkpoint)
         before = checkpoint
-    if before is not None:
-        listed = WrittenCheckpoint.objects.filter(series=before.series).order_by("-number").first()
-        if listed is not None and listed.number > before.number:
-            reading.problems.append(
-                _missing(before.number + 1, listed.number, "the database's list of checkpoints")
-            )
+    _hold_to_the_list(reading, before)
+    reading.marks_hold = _marks_hold(reading)
     return reading
 
 
-def _missing(first: int, last: int, witness: str) -> str:
+def _marks_hold(reading: Reading) -> bool:
+    """Whether every record must be signed or its chain marked: from a complete checkpoint of
+    format 2 on (it signed every chain; since then, every record was marked), as long as every
+    checkpoint after it is here. A missing one is named; the records it alone signed would
+    only be named again, as unmarked."""
+    complete = [i for i, c in enumerate(reading.checkpoints) if c.version >= 2 and c.complete]
+    if not complete or reading.newest_missing:
+        return False
+    since = reading.checkpoints[complete[-1] :]
+    consecutive = all(b.number == a.number + 1 for a, b in pairwise(since))
+    return consecutive and since[-1].number == max(reading.files)
+
+
+def _hold_to_the_list(reading: Reading, newest: Checkpoint | None) -> None:
+    """Every checkpoint the database lists as written must be in the folder, as listed: the
+    folder's own numbering cannot tell that its newest files, or all of them, are gone. Series
+    that the folder's series gave up, signed, are accounted for."""
+    present = {(c.series, c.number): c for c in reading.checkpoints}
+    series_here = reading.checkpoints[0].series if reading.checkpoints else None
+    first = reading.started_over
+    given_up = {g.series: g.number for g in first.gives_up} if first else {}
+    missing: dict[str, list[int]] = {}
+    for row in WrittenCheckpoint.objects.order_by("series", "number").iterator(chunk_size=5000):
+        found = present.get((row.series, row.number))
+        if found is not None:
+            if found.digest != row.digest:
+                reading.problems.append(
+                    f"checkpoint {row.number} ({found.path.name}): not the checkpoint the "
+                    "database lists as written; one of them was replaced"
+                )
+            continue
+        if series_here in (row.series, None) and row.number in reading.files:
+            continue  # its file is there, and the folder's own checks name what is wrong
+        if newest is not None and row.series == newest.series and row.number <= newest.number:
+            continue  # the folder's numbering names it
+        if row.number <= given_up.get(row.series, 0):
+            continue
+        if _forged(row):
+            reading.problems.append(
+                f"{LIST_WITNESS} names checkpoint {row.number} of series {row.series}, but "
+                "the row's signature does not verify; it was written by hand"
+            )
+            continue
+        missing.setdefault(row.series, []).append(row.number)
+    if missing and not reading.files:
+        reading.problems.append(
+            f"{folder()} holds no checkpoint, but {LIST_WITNESS} names checkpoints as "
+            "written: the folder was lost or moved, or ORBIT_AUDIT_CHECKPOINT_DIR points "
+            "elsewhere"
+        )
+    for series, numbers in missing.items():
+        first_missing, last_missing = min(numbers), max(numbers)
+        if series == series_here:
+            reading.newest_missing = True
+            reading.problems.append(_missing(first_missing, last_missing, LIST_WITNESS))
+        else:
+            reading.problems.append(
+                _missing(first_missing, last_missing, LIST_WITNESS, series=series)
+            )
+
+
+def _missing(first: int, last: int, witness: str, *, series: str = "") -> str:
     which = f"checkpoint {first}" if first == last else f"checkpoints {first} to {last}"
+    if series:
+        which += f" of series {series}"
     return f"{which} missing from the folder (known from {witness})"
 
 
@@ -254,7 +488,8 @@ def _parse(path: Path, data: bytes) -> Checkpoint:
     try:
         document = json.loads(data, object_pairs_hook=_refuse_duplicates)
         payload = document["checkpoint"]
-        if payload["format"] != FORMAT:
+        version = VERSIONS.get(payload["format"])
+        if version is None:
             raise ValueError(f"unknown format {payload['format']!r}")
         heads = {
             str(key): [Head(str(chain), int(seq), str(link)) for chain, seq, link in rows]
@@ -275,6 +510,14 @@ def _parse(path: Path, data: bytes) -> Checkpoint:
             message=_message(payload),
             digest=hashlib.sha256(data).hexdigest(),
             path=path,
+            version=version,
+            # Format 1 had no such field: its first checkpoint listed every head.
+            complete=bool(payload["complete"]) if version >= 2 else number == 1,
+            gives_up=tuple(
+                GivenUp(str(series), int(last), str(digest))
+                for series, last, digest in payload.get("gives_up", [])
+            ),
+            reason=str(payload.get("reason", "")),
         )
     except ValueError as error:
         raise ValueError(f"not a readable checkpoint ({error})") from None

@@ -77,6 +77,15 @@ def public_keys() -> list[str]:
     ]
 
 
+def can_sign() -> bool:
+    return bool(_signing_keys())
+
+
+def can_verify() -> bool:
+    """Whether this process holds any key that checks signatures (public or private)."""
+    return bool(_verify_keys())
+
+
 def sign(message: bytes) -> tuple[str, str]:
     """The current signing key's id and its signature of ``message`` (URL-safe base64)."""
     keys = _signing_keys()

@@ -6,13 +6,19 @@ a checkpoint signed must still be there: the chain still reaches that number, an
 with that number still has the link that was signed. That finds what the chains alone cannot:
 records removed from the end of a chain (with or without the head row moved back), a chain or
 a table emptied, and a chain re-linked by someone who holds the audit key.
+
+Since checkpoints of format 2, every record is either signed or its chain is marked for the
+next checkpoint (``audit/checkpoints.py``): a record that is neither lost its mark, and could be
+removed unseen later, so it is named too.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from orbit_console.audit import checkpoints
 from orbit_console.audit.chains import Family, Head, Link, families
 from orbit_console.audit.checkpoints import Reading
+from orbit_console.audit.models import MovedChain
 
 
 @dataclass
@@ -21,6 +27,8 @@ class FamilyReport:
     unit: str
     checked: int = 0
     problems: list[str] = field(default_factory=list)
+    # The chains with records past their signed head: (the signed seq, 0 if none; the end).
+    unsigned: dict[str, tuple[int, Head]] = field(default_factory=dict)
 
 
 @dataclass
@@ -42,10 +50,53 @@ def verify(reading: Reading) -> Report:
     """Walk every registered family's chains and hold them against ``reading``'s heads."""
     signed = reading.signed_heads()
     reports = [
-        _verify_family(family, signed.get(family.key, {}), _signer(reading, family.key))
+        _verify_family(
+            family,
+            signed.get(family.key, {}),
+            _signer(reading, family.key),
+            unsigned=reading.marks_hold,
+        )
         for family in families()
     ]
+    if reading.marks_hold:
+        _hold_to_the_marks(dict(zip(families(), reports, strict=True)))
     return Report(reports, reading)
+
+
+def _hold_to_the_marks(reports: dict[Family, FamilyReport]) -> None:
+    """Every record past its chain's signed head must have its chain marked. The marks are read
+    after the chains, and a mark goes only after a checkpoint signed its chain (the job writes
+    the file first): so a chain unmarked now is either signed by a checkpoint newer than the
+    ones this run read, or its mark was removed."""
+    if not any(report.unsigned for report in reports.values()):
+        return
+    marked = set(MovedChain.objects.values_list("family", "chain").distinct().iterator())
+    pending = {
+        family: {
+            chain: end
+            for chain, end in report.unsigned.items()
+            if (family.key, chain) not in marked
+        }
+        for family, report in reports.items()
+    }
+    if not any(pending.values()):
+        return
+    later = checkpoints.read().signed_heads()
+    for family, unmarked in pending.items():
+        signed_now = later.get(family.key, {})
+        for chain, (signed_seq, end) in sorted(unmarked.items()):
+            newer = signed_now.get(chain)
+            if newer is not None and newer.seq >= end.seq:
+                continue
+            which = (
+                f"the record at seq {end.seq} is"
+                if signed_seq + 1 == end.seq
+                else f"the records at seq {signed_seq + 1} to {end.seq} are"
+            )
+            reports[family].problems.append(
+                f"{family.chain_name(chain)}: {which} signed by no checkpoint, and the chain is "
+                "not marked for the next one; its mark was removed"
+            )
 
 
 def _signer(reading: Reading, family_key: str) -> Callable[[Head], str]:
@@ -60,8 +111,13 @@ def _signer(reading: Reading, family_key: str) -> Callable[[Head], str]:
 
 
 def _verify_family(
-    family: Family, signed: dict[str, Head], signer: Callable[[Head], str]
+    family: Family,
+    signed: dict[str, Head],
+    signer: Callable[[Head], str],
+    *,
+    unsigned: bool = False,
 ) -> FamilyReport:
+    """``unsigned``: collect the chains with records past their signed head."""
     report = FamilyReport(family.title, family.unit)
     unseen = dict(signed)
     ends: dict[str, Head] = {}
@@ -76,6 +132,8 @@ def _verify_family(
         if chain is None or last is None:
             return
         ends[chain] = last
+        if unsigned and (target is None or last.seq > target.seq):
+            report.unsigned[chain] = (target.seq if target else 0, last)
         if target is not None and last.seq < target.seq:
             report.problems.append(
                 f"{family.chain_name(chain)}: {signer(target)} signed it at seq {target.seq}, "

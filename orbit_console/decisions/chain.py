@@ -1,9 +1,8 @@
 """The hash chain of the console's append-only record (``ConsoleEvent``)."""
 
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Collection, Iterator
 
-from orbit_console.audit.chains import Head, Link
+from orbit_console.audit.chains import Head, Link, moved
 from orbit_console.decisions.models import ChainHead, ConsoleEvent
 from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
@@ -11,6 +10,7 @@ from orbit_console.lib.rfc3339 import format_utc
 from orbit_console.lib.rows import Rows
 
 CONSOLE_CHAIN = "console"
+FAMILY = "console"
 
 
 def entry_hash(event: ConsoleEvent) -> str:
@@ -52,6 +52,7 @@ def append(event: ConsoleEvent) -> ConsoleEvent:
     event.key_id = auditkeys.current_key_id()
     event.entry_hash = entry_hash(event)
     _EVENTS.insert(event)
+    moved(FAMILY, CONSOLE_CHAIN)  # the next checkpoint signs this entry, whatever its time
     head.seq = event.seq
     head.last_hash = event.entry_hash
     _HEADS.update(head, ["seq", "last_hash"])
@@ -61,7 +62,7 @@ def append(event: ConsoleEvent) -> ConsoleEvent:
 class ConsoleChain:
     """The console's one chain, as ``manage.py audit`` reads it (``audit/chains.py``)."""
 
-    key = "console"
+    key = FAMILY
     title = "console record"
     unit = "entries"
 
@@ -75,14 +76,11 @@ class ConsoleChain:
                 CONSOLE_CHAIN, event.id, event.seq, event.prev_hash, event.entry_hash, relinked
             )
 
-    def heads(self, since: datetime | None) -> Iterator[Head]:
-        # The newest entry by number, then its time: a filter on time would scan the whole
-        # table backwards when nothing is new.
-        newest = ConsoleEvent.objects.order_by("-seq").values_list(
-            "seq", "entry_hash", "created_at"
-        )
-        row = newest.first()
-        if row is not None and (since is None or row[2] >= since):
+    def heads(self, chains: Collection[str] | None) -> Iterator[Head]:
+        if chains is not None and CONSOLE_CHAIN not in chains:
+            return
+        row = ConsoleEvent.objects.order_by("-seq").values_list("seq", "entry_hash").first()
+        if row is not None:
             yield Head(CONSOLE_CHAIN, row[0], row[1])
 
     def declared_heads(self) -> Iterator[Head]:

@@ -1,11 +1,13 @@
 """The hash chain of each task's operation audit (see ``OperationAudit``), linked with the audit
 keys (``lib/auditkeys.py``)."""
 
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Collection, Iterator
+from itertools import batched
 from typing import Any
 
-from orbit_console.audit.chains import Head, Link
+from django.db.models import QuerySet
+
+from orbit_console.audit.chains import Head, Link, moved
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.lib import auditkeys, strictjson
 from orbit_console.lib.keyset import ascending
@@ -38,10 +40,21 @@ def content(record: OperationAudit) -> dict[str, Any]:
     }
 
 
+FAMILY = "ledger"
+# Tasks whose heads one query reads: an IN list short enough for every database.
+HEADS_BATCH = 500
+
+
+def mark_moved(record: OperationAudit) -> None:
+    """The next checkpoint must sign ``record``'s chain (``audit/chains.py``): call it in the
+    transaction that inserts the record."""
+    moved(FAMILY, record.task_id)
+
+
 class LedgerChains:
     """The per-task audit chains, as ``manage.py audit`` reads them (``audit/chains.py``)."""
 
-    key = "ledger"
+    key = FAMILY
     title = "ledger audit"
     unit = "records"
 
@@ -56,16 +69,13 @@ class LedgerChains:
                 record.task_id, record.id, record.seq, record.prev_hash, record.entry_hash, relinked
             )
 
-    def heads(self, since: datetime | None) -> Iterator[Head]:
-        records = OperationAudit.objects.all()
-        if since is not None:
-            records = records.filter(created_at__gte=since)
-        newest: dict[str, Head] = {}
-        rows = records.order_by().values_list("task_id", "seq", "entry_hash")
-        for task_id, seq, link in rows.iterator(chunk_size=5000):
-            if task_id not in newest or newest[task_id].seq < seq:
-                newest[task_id] = Head(task_id, seq, link)
-        yield from newest.values()
+    def heads(self, chains: Collection[str] | None) -> Iterator[Head]:
+        records = OperationAudit.objects.order_by()
+        if chains is None:
+            yield from _newest(records)
+            return
+        for batch in batched(sorted(chains), HEADS_BATCH):
+            yield from _newest(records.filter(task_id__in=batch))
 
     def declared_heads(self) -> Iterator[Head]:
         return iter(())  # a task's chain ends at its newest record; the task row names none
@@ -75,3 +85,13 @@ class LedgerChains:
 
     def chain_name(self, chain: str) -> str:
         return f"ledger audit of task {chain}"
+
+
+def _newest(records: QuerySet[OperationAudit]) -> Iterator[Head]:
+    """The newest record of each task among ``records``."""
+    newest: dict[str, Head] = {}
+    rows = records.values_list("task_id", "seq", "entry_hash")
+    for task_id, seq, link in rows.iterator(chunk_size=5000):
+        if task_id not in newest or newest[task_id].seq < seq:
+            newest[task_id] = Head(task_id, seq, link)
+    yield from newest.values()

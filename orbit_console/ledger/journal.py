@@ -96,6 +96,7 @@ def write_audit(
     )
     record.entry_hash = chain.entry_hash(record)
     AUDIT.insert(record)
+    chain.mark_moved(record)
     announce_on_commit(record)
     return record
 

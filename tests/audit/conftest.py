@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from orbit_console.audit.models import WrittenCheckpoint
 from orbit_console.decisions.models import ConsoleEvent, Submission
 from orbit_console.decisions.submissions import record_event, submission_create
 from orbit_console.lib.appendonly import create_statements, drop_statements
@@ -24,6 +25,8 @@ from tests.support.servers import DaphneServer, run_manage
 
 AUDIT_TABLE = "ledger_operationaudit"
 CONSOLE_TABLE = "console_consoleevent"
+VERIFICATION_TABLE = "audit_chainverification"
+WRITTEN_TABLE = "audit_writtencheckpoint"
 
 
 def execute(*statements: str) -> None:
@@ -88,6 +91,14 @@ def statements_refused(table: str, event: str, message: str) -> Iterator[None]:
         yield
     finally:
         execute(f"DROP TRIGGER IF EXISTS {name}")
+
+
+def forget_checkpoints() -> None:
+    """Empty the database's list of written checkpoints, as only someone with DDL rights can:
+    the test database is shared and each test's checkpoint folder is its own, so a test that
+    leaves its list behind would be a lost folder to the next one."""
+    with append_only_lifted(WRITTEN_TABLE):
+        WrittenCheckpoint.objects.all().delete()
 
 
 def audit_verify() -> subprocess.CompletedProcess[str]:

@@ -13,11 +13,23 @@ from typing import Any
 import httpx
 import pytest
 from django.db import DatabaseError, connection
+from django.utils import timezone
 
+from orbit_console.audit.models import ChainVerification, WrittenCheckpoint
 from orbit_console.decisions.models import ConsoleEvent, Submission
 from orbit_console.decisions.submissions import record_event
 from orbit_console.ledger.models import IdempotencyRecord, OperationAudit, Task, TaskEvent
-from tests.audit.conftest import AUDIT_TABLE, CONSOLE_TABLE, execute, inserts_refused, trigger_names
+from orbit_console.lib.ids import new_id
+from tests.audit.conftest import (
+    AUDIT_TABLE,
+    CONSOLE_TABLE,
+    VERIFICATION_TABLE,
+    WRITTEN_TABLE,
+    append_only_lifted,
+    execute,
+    inserts_refused,
+    trigger_names,
+)
 from tests.console.web import (
     Console,
     review_values,
@@ -97,6 +109,41 @@ def console_event(submission: Submission) -> ConsoleEvent:
 def test_migrations_create_both_triggers_on_both_records(live_db: None) -> None:
     for table in (AUDIT_TABLE, CONSOLE_TABLE):
         assert {f"{table}_no_update", f"{table}_no_delete"} <= trigger_names(table), table
+
+
+def test_the_verification_results_and_the_list_of_checkpoints_are_append_only(
+    live_db: None,
+) -> None:
+    """Issue 29 (b): the runtime user deleted the row of checkpoint 4 (so that its file's
+    absence went unseen) and could have rewritten a verification's result."""
+    now = timezone.now()
+    verification = ChainVerification.objects.create(
+        ran_at=now, ok=False, checked=1, first_break="a break"
+    )
+    listed = WrittenCheckpoint.objects.create(
+        series=new_id(), number=4, digest="0" * 64, taken_at=now
+    )
+    try:
+        for table, model, row in (
+            (VERIFICATION_TABLE, ChainVerification, verification),
+            (WRITTEN_TABLE, WrittenCheckpoint, listed),
+        ):
+            assert {f"{table}_no_update", f"{table}_no_delete"} <= trigger_names(table)
+            rows = model.objects.filter(id=row.id)  # type: ignore[attr-defined]
+            before = rows.values().get()
+            assert "append-only" in refused(lambda rows=rows: rows.update(key_id="forged"))
+            assert "append-only" in refused(row.save)
+            assert "append-only" in refused(rows.delete)
+            for sql in (
+                f"UPDATE {table} SET key_id = 'forged' WHERE id = %s",  # noqa: S608 -- our names
+                f"DELETE FROM {table} WHERE id = %s",  # noqa: S608
+            ):
+                assert "append-only" in refused(partial(raw, sql, [row.id])), sql
+            assert rows.values().get() == before
+    finally:
+        with append_only_lifted(VERIFICATION_TABLE, WRITTEN_TABLE):
+            ChainVerification.objects.filter(id=verification.id).delete()
+            WrittenCheckpoint.objects.filter(id=listed.id).delete()
 
 
 def test_operation_audit_refuses_update_through_the_orm(audit_record: OperationAudit) -> None:

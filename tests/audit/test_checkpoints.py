@@ -6,39 +6,51 @@ Each tamper class is done here as someone with the application's database rights
 (``TRUNCATE`` on MariaDB, where it skips the append-only triggers; on SQLite, which has no
 ``TRUNCATE``, with the triggers lifted), and verification must name it. The exact rows are then
 put back in ``finally`` blocks, and the chains are checked whole again. Each test writes its
-checkpoints to a folder of its own: the test database is shared, the folders are not.
+checkpoints to a folder of its own: the test database is shared, the folders are not, so each
+test starts and ends with the database's list of checkpoints empty (``forget_checkpoints``).
 """
 
 import hashlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Model
 from django.test import override_settings
+from django.utils import timezone
 
-from orbit_console.audit import checkpoints
-from orbit_console.audit.checkpoints import Checkpoint, CheckpointError
+from orbit_console.audit import chains, checkpoints, signing
+from orbit_console.audit.chains import Head
+from orbit_console.audit.checkpoints import Checkpoint, CheckpointError, Reading
+from orbit_console.audit.models import MovedChain, WrittenCheckpoint
 from orbit_console.audit.verify import verify
 from orbit_console.decisions.chain import CONSOLE_CHAIN
 from orbit_console.decisions.models import ChainHead, ConsoleEvent, Submission
+from orbit_console.decisions.submissions import record_event
 from orbit_console.ledger import chain as ledger_chain
-from orbit_console.ledger.models import OperationAudit
+from orbit_console.ledger import journal
+from orbit_console.ledger.models import OperationAudit, Task
+from orbit_console.lib.ids import new_id
+from orbit_console.lib.rfc3339 import format_utc
 from tests.audit.conftest import (
     AUDIT_TABLE,
     CONSOLE_TABLE,
+    WRITTEN_TABLE,
     append_only_lifted,
     execute,
+    forget_checkpoints,
     more_events,
     verify_output,
 )
@@ -51,15 +63,18 @@ from tests.support.servers import child_env, run_manage
 def folder(tmp_path: Path, live_db: None) -> Iterator[Path]:
     """This test's checkpoint folder, for this process and the commands it runs."""
     path = tmp_path / "checkpoints"
-    with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=path):
-        yield path
+    forget_checkpoints()
+    try:
+        with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=path):
+            yield path
+    finally:
+        forget_checkpoints()
     assert whole(), "a test did not put back what it changed"
 
 
 def whole() -> bool:
     """The chains are intact on their own (no checkpoint involved)."""
-    with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=Path("/nonexistent/no-checkpoints")):
-        return problems() == []
+    return verify(Reading()).problems == []
 
 
 def problems() -> list[str]:
@@ -159,8 +174,7 @@ def test_emptied_tables_are_named(
     with restored(ConsoleEvent, rows[0]), restored(OperationAudit, rows[1]):
         empty(CONSOLE_TABLE, AUDIT_TABLE)
         assert OperationAudit.objects.count() == ConsoleEvent.objects.count() == 0
-        with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=folder / "none"):
-            unanchored = problems()
+        unanchored = verify(Reading()).problems
         found = problems()
         done = run_manage("audit", "verify", env=child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder)))
 
@@ -302,7 +316,8 @@ def test_missing_and_replaced_checkpoints_are_named(folder: Path) -> None:
     # A checkpoint replaced by another correctly signed one (of another series) is named.
     other = folder.parent / "other"
     with override_settings(ORBIT_AUDIT_CHECKPOINT_DIR=other):
-        for _ in range(4):
+        checkpoints.write(new_series="a second series, for this test")
+        for _ in range(3):
             signed_now()
     (folder / "00000004.json").write_bytes((other / "00000004.json").read_bytes())
     assert "checkpoint 4 (00000004.json): belongs to another series of checkpoints" in problems()
@@ -427,3 +442,255 @@ def test_the_explorer_names_the_newest_checkpoint(
     page = console_as(people["auditor"]).get("/audit")
     status = text_of(element(page.text, r'<p class="muted" id="checkpoint-status">.*?</p>'))
     assert f"Newest signed checkpoint of the chains' heads: number {written.number}," in status
+
+
+# --- Issue 29: blind spots -----------------------------------------------------------------------
+
+
+def written_files(path: Path) -> list[str]:
+    return sorted(file.name for file in path.glob("*.json")) if path.is_dir() else []
+
+
+def test_a_lost_folder_fails_verification_and_the_job_will_not_start_over_it(
+    folder: Path, world: dict[str, Any]
+) -> None:
+    """Issue 29 (a): the folder moved away while the database lists four checkpoints, and a
+    whole checkpointed chain deleted. verify used to say "none yet" and exit 0, and the job
+    started a new series over the lost one."""
+    for _ in range(4):
+        signed = signed_now()
+    task_id = world["tasks"]["failed"]
+    rows = list(OperationAudit.objects.filter(task_id=task_id))
+    env = child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder))
+    moved_away = folder.with_name("moved-away")
+    folder.rename(moved_away)
+    try:
+        with restored(OperationAudit, rows), append_only_lifted(AUDIT_TABLE):
+            OperationAudit.objects.filter(task_id=task_id).delete()
+            done = run_manage("audit", "verify", env=env)
+        job = run_manage("audit", "checkpoint", env=env)
+        with pytest.raises(CheckpointError, match="holds no checkpoint"):
+            checkpoints.write(force=False)  # the periodic job's round
+        assert written_files(folder) == []
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        moved_away.rename(folder)
+
+    output = verify_output(done)
+    assert done.returncode == 1, output
+    assert "none yet" not in output
+    assert f"checkpoints: none readable in {folder}, BROKEN" in done.stdout
+    assert (
+        f"{folder} holds no checkpoint, but the database's list of checkpoints names "
+        "checkpoints as written: the folder was lost or moved" in done.stdout
+    )
+    assert (
+        f"checkpoints 1 to 4 of series {signed.series} missing from the folder (known from the "
+        "database's list of checkpoints)" in done.stdout
+    )
+    assert job.returncode != 0, verify_output(job)
+    assert f"the database lists checkpoints up to 4 of series {signed.series}" in job.stderr
+    assert "--new-series" in job.stderr
+    # Back in place, the folder names the deleted chain; nothing was written meanwhile.
+    assert written_files(folder) == [f"0000000{n}.json" for n in range(1, 5)]
+    assert problems() == []
+
+
+def test_the_job_will_not_write_over_newest_checkpoints_that_went_missing(folder: Path) -> None:
+    """Issue 29 (a): files removed from the end of the folder (or an older copy restored): the
+    job refuses, rather than write another checkpoint 4 than the one the database lists."""
+    for _ in range(4):
+        signed_now()
+    (folder / "00000004.json").unlink()
+    with pytest.raises(CheckpointError, match="lists checkpoints up to 4 of its series"):
+        checkpoints.write(force=False)
+    assert written_files(folder) == ["00000001.json", "00000002.json", "00000003.json"]
+    assert problems() == [
+        "checkpoint 4 missing from the folder (known from the database's list of checkpoints)"
+    ]
+
+
+def test_an_operator_starts_a_new_series_over_a_lost_one_and_says_why(
+    folder: Path, world: dict[str, Any]
+) -> None:
+    """Issue 29 (a): only an explicit command starts over, in an empty folder; its first
+    checkpoint signs the reason and the series it gives up, and verification then holds."""
+    for _ in range(3):
+        lost = signed_now()
+    shutil.rmtree(folder)
+    env = child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder))
+    reason = "the checkpoint volume was destroyed (incident 42)"
+
+    no_reason = run_manage("audit", "checkpoint", "--new-series", " ", env=env)
+    assert no_reason.returncode != 0
+    assert "a new series needs the reason it is started" in no_reason.stderr
+    started = run_manage("audit", "checkpoint", "--new-series", reason, env=env)
+    assert started.returncode == 0, verify_output(started)
+    assert f"checkpoint 1 written to {folder / '00000001.json'}" in started.stdout
+    payload = json.loads((folder / "00000001.json").read_text())["checkpoint"]
+    assert payload["gives_up"] == [[lost.series, 3, lost.digest]]
+    assert payload["reason"] == reason and payload["complete"] is True
+    assert payload["series"] != lost.series
+    signed = {chain: seq for chain, seq, _ in payload["heads"]["ledger"]}
+    assert signed[world["tasks"]["failed"]] == newest_record(world["tasks"]["failed"]).seq
+
+    again = run_manage("audit", "checkpoint", "--new-series", reason, env=env)
+    assert again.returncode != 0 and "starts only in an empty folder" in again.stderr
+    done = run_manage("audit", "verify", env=env)
+    assert done.returncode == 0, verify_output(done)
+    assert (
+        f"this series was started over lost ones on {payload['taken_at']}: gives up series "
+        f"{lost.series} (to checkpoint 3); reason: {reason}"
+    ) in done.stdout
+    assert checkpoints.write(force=False) is None  # the job goes on from the new series
+
+
+def test_a_record_whose_clock_was_behind_is_signed_by_the_next_checkpoint(
+    folder: Path, world: dict[str, Any]
+) -> None:
+    """Issue 29 (c): a review written by a process whose clock was 30 minutes behind fell
+    before the checkpoint's window of time and was never signed; deleting it went unseen."""
+    task_id = world["tasks"]["needs_review"]
+    signed_now()
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(id=task_id)
+        late = journal.write_audit(
+            task=task,
+            operation_id=new_id(),
+            actor_id=new_id(),
+            action="task.review",
+            reason="written by a process whose clock is 30 minutes behind",
+            evidence_ref=None,
+            before=None,
+            after={"state": task.state},
+            now=timezone.now() - timedelta(minutes=30),
+        )
+    second = signed_now()
+    assert second.heads["ledger"] == [Head(task_id, late.seq, late.entry_hash)]
+    with restored(OperationAudit, [late]), append_only_lifted(AUDIT_TABLE):
+        OperationAudit.objects.filter(id=late.id).delete()
+        found = problems()
+    assert found == [
+        f"ledger audit of task {task_id}: checkpoint 2 signed it at seq {late.seq}, but it "
+        f"ends at seq {late.seq - 1}; records at its end were removed"
+    ]
+
+
+def test_a_console_entry_whose_clock_was_behind_is_signed_by_the_next_checkpoint(
+    folder: Path, submission: Submission
+) -> None:
+    """Issue 29 (c), the console's chain: its newest entry was skipped when its time fell
+    before the window, so removing it with the head row moved back went unseen."""
+    kept = more_events(submission, 1)[0]
+    signed_now()
+    late = record_event(
+        "submission.sent",
+        submission=submission,
+        actor=None,
+        note="written by a process whose clock is 30 minutes behind",
+        now=timezone.now() - timedelta(minutes=30),
+    )
+    second = signed_now()
+    assert second.heads["console"] == [Head(CONSOLE_CHAIN, late.seq, late.entry_hash)]
+    with head_kept(), restored(ConsoleEvent, [late]):
+        with append_only_lifted(CONSOLE_TABLE):
+            ConsoleEvent.objects.filter(id=late.id).delete()
+        ChainHead.objects.filter(name=CONSOLE_CHAIN).update(seq=kept.seq, last_hash=kept.entry_hash)
+        found = problems()
+    assert found == [
+        f"console record: checkpoint 2 signed it at seq {late.seq}, but it ends at seq "
+        f"{kept.seq}; entries at its end were removed"
+    ]
+
+
+def test_a_checkpoint_removes_the_marks_it_signed_and_a_removed_mark_is_named(
+    folder: Path, world: dict[str, Any], api: httpx.Client
+) -> None:
+    """Issue 29 (c): what the next checkpoint signs is what the writers marked. A mark removed
+    before its chain was signed would let the record go unsigned for good: verify names it."""
+    signed_now()
+    assert not MovedChain.objects.exists()
+    task_id = world["tasks"]["needs_review"]
+    reviewed = post(api, task_id, "review", world["tokens"]["admin"], review_body())
+    assert reviewed.status_code == 200, reviewed.text
+    record = newest_record(task_id)
+    assert list(MovedChain.objects.values_list("family", "chain")) == [("ledger", task_id)]
+    assert problems() == []  # not signed yet, but marked
+
+    MovedChain.objects.filter(chain=task_id).delete()  # the runtime user may: rows, not DDL
+    assert problems() == [
+        f"ledger audit of task {task_id}: the record at seq {record.seq} is signed by no "
+        "checkpoint, and the chain is not marked for the next one; its mark was removed"
+    ]
+    assert checkpoints.write(force=False) is None  # nothing marked: the job signs nothing
+    env = child_env(ORBIT_AUDIT_CHECKPOINT_DIR=str(folder))
+    done = run_manage("audit", "checkpoint", "--complete", env=env)  # the runbook's answer
+    assert done.returncode == 0, verify_output(done)
+    payload = json.loads((folder / "00000002.json").read_text())["checkpoint"]
+    assert payload["complete"] is True
+    assert [task_id, record.seq, record.entry_hash] in payload["heads"]["ledger"]
+    assert problems() == []
+
+    chains.moved("ledger", task_id)  # a chain signed as it is: nothing more to sign
+    third = signed_now()
+    assert third.heads == {} and not MovedChain.objects.exists()
+
+
+def test_the_first_checkpoint_after_format_1_signs_every_chain(
+    folder: Path, world: dict[str, Any]
+) -> None:
+    """Checkpoints of format 1 chose heads by the records' times, and no record of theirs was
+    marked: the first checkpoint after them lists every chain's head, whatever moved."""
+    payload = {
+        "format": "orbit-audit-checkpoint/1",
+        "series": new_id(),
+        "number": 1,
+        "taken_at": format_utc(timezone.now()),
+        "previous": "",
+        "database": checkpoints.database_label(),
+        "heads": {},
+    }
+    key_id, signature = signing.sign(checkpoints._message(payload))
+    folder.mkdir()
+    document = {"checkpoint": payload, "key_id": key_id, "signature": signature}
+    (folder / "00000001.json").write_text(json.dumps(document))
+    MovedChain.objects.all().delete()  # as if nothing had moved
+
+    second = signed_now()
+    assert (second.number, second.version, second.complete) == (2, 2, True)
+    signed = {head.chain for head in second.heads["ledger"]}
+    assert set(world["tasks"].values()) <= signed
+    assert problems() == []
+
+
+def test_a_row_of_the_list_written_by_hand_is_named_and_not_shown(
+    folder: Path, console_as: Callable[..., Any], people: dict[str, Any]
+) -> None:
+    """Issue 29 (b): the runtime user inserted a checkpoint 999 into the database's list; the
+    explorer showed it as the newest signed checkpoint. Its signature does not verify: verify
+    names it, the explorer shows the newest one it can check, and the job is not held up."""
+    written = signed_now()
+    forged = WrittenCheckpoint.objects.create(
+        series=written.series,
+        number=999,
+        digest="0" * 64,
+        taken_at=datetime(2027, 1, 1, tzinfo=UTC),
+        key_id=written.key_id,
+        signature=written.key_id.ljust(86, "A") + "==",
+    )
+    try:
+        assert problems() == [
+            f"the database's list of checkpoints names checkpoint 999 of series "
+            f"{written.series}, but the row's signature does not verify; it was written by hand"
+        ]
+        page = console_as(people["auditor"]).get("/audit")
+        status = text_of(element(page.text, r'<p class="muted" id="checkpoint-status">.*?</p>'))
+        assert f"number {written.number}," in status and "999" not in status
+        warning = element(
+            page.text, r'<p class="callout danger" id="checkpoint-status-unsigned">.*?</p>'
+        )
+        assert "numbers 999" in text_of(warning)
+        assert signed_now().number == written.number + 1
+    finally:
+        with append_only_lifted(WRITTEN_TABLE):
+            WrittenCheckpoint.objects.filter(id=forged.id).delete()

@@ -13,18 +13,25 @@ import hashlib
 import re
 import secrets
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
+from django.test import override_settings
+from django.utils import timezone
 
+from orbit_console.audit import signing, status
+from orbit_console.audit.checkpoints import Reading
 from orbit_console.audit.models import ChainVerification
+from orbit_console.audit.verify import verify
 from orbit_console.decisions.chain import CONSOLE_CHAIN
 from orbit_console.decisions.models import ChainHead, ConsoleEvent, Submission
 from orbit_console.ledger.models import OperationAudit
 from tests.audit.conftest import (
     AUDIT_TABLE,
     CONSOLE_TABLE,
+    VERIFICATION_TABLE,
     append_only_lifted,
     audit_verify,
     more_events,
@@ -86,6 +93,8 @@ def test_audit_verify_passes_on_intact_chains(
     latest = ChainVerification.objects.order_by("-ran_at").first()
     assert latest is not None and latest.ok and latest.first_break == ""
     assert latest.checked == records + entries
+    said = status.verified(latest)  # signed with the checkpoint key, and the columns agree
+    assert said is not None and said.ok and said.checked == latest.checked
 
 
 def test_edited_operation_audit_is_found_at_that_exact_record(
@@ -252,3 +261,75 @@ def test_explorer_shows_the_last_verification_result(
     assert latest is not None and latest.ok
     assert "intact" in status and f"({latest.checked} entries)" in status
     assert "BROKEN" not in status
+
+
+# --- Issue 29 (b): what the explorer shows comes from signed results ----------------------------
+
+
+def test_the_explorer_shows_only_signed_verification_results(
+    intact: None,
+    submission: Submission,
+    console_as: Callable[..., Console],
+    people: dict[str, TestPerson],
+) -> None:
+    """The runtime user inserted a verification (ok, dated 2027) while verify was failing, and
+    the explorer showed "intact". Rows are signed by ``audit verify`` with the checkpoint key;
+    the console shows the newest one whose signature it can check, and says that a newer one
+    cannot be checked. A signed statement copied under a later date does not pass either."""
+    earlier = ChainVerification.objects.order_by("-ran_at", "-id").first()
+    assert earlier is not None and status.verified(earlier) is not None and earlier.ok
+    target = more_events(submission, 1)[0]
+    rows = ConsoleEvent.objects.filter(id=target.id)
+    with append_only_lifted(CONSOLE_TABLE):
+        try:
+            rows.update(note="nothing happened here")
+            done = audit_verify()
+        finally:
+            rows.update(note=target.note)
+    assert target.id in broken_at(done)
+    forged = ChainVerification.objects.bulk_create(
+        [
+            ChainVerification(
+                ran_at=datetime(2027, 1, 1, tzinfo=UTC), ok=True, checked=1, first_break=""
+            ),
+            ChainVerification(  # the intact run's signed statement, under a later date
+                ran_at=datetime(2027, 1, 2, tzinfo=UTC),
+                ok=True,
+                checked=earlier.checked,
+                first_break="",
+                statement=earlier.statement,
+                key_id=earlier.key_id,
+                signature=earlier.signature,
+            ),
+        ]
+    )
+    try:
+        page = console_as(people["auditor"]).get("/audit")
+        shown = text_of(element(page.text, r'<p class="callout [^"]*" id="chain-status">.*?</p>'))
+        warning = element(
+            page.text, r'<p class="callout danger" id="chain-status-unsigned">.*?</p>'
+        )
+    finally:
+        with append_only_lifted(VERIFICATION_TABLE):
+            ChainVerification.objects.filter(id__in=[row.id for row in forged]).delete()
+    assert "BROKEN" in shown and target.id in shown
+    assert "intact" not in shown
+    assert 'datetime="2027-01-02T00:00:00Z"' in warning
+    assert "carries no signature this console can check" in text_of(warning)
+
+
+def test_without_keys_no_result_is_recorded_or_shown(live_db: None) -> None:
+    """A verification run where no signing key is held records nothing (it would be worth no
+    more than a row written by hand); a console without a key to check shows no result."""
+    rows = ChainVerification.objects.count()
+    try:
+        with override_settings(ORBIT_AUDIT_SIGNING_KEYS=[], ORBIT_AUDIT_VERIFY_KEYS=[]):
+            signing._signing_keys.cache_clear()
+            signing._verify_keys.cache_clear()
+            assert status.record(verify(Reading()), timezone.now()) is None
+            assert status.chain_status() == status.ChainStatus(can_check=False)
+    finally:
+        signing._signing_keys.cache_clear()
+        signing._verify_keys.cache_clear()
+    assert ChainVerification.objects.count() == rows
+    assert status.chain_status().can_check

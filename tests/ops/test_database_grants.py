@@ -12,12 +12,21 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
+from orbit_console.audit.models import ChainVerification, WrittenCheckpoint
 from orbit_console.decisions.submissions import record_export
+from orbit_console.lib.appendonly import create_statements, drop_statements
+from orbit_console.lib.ids import new_id
 from tests.support.people import make_person
 
 GRANTS = Path(settings.BASE_DIR) / "deploy" / "mysql" / "grants.sql"
-AUDIT_TABLES = ("ledger_operationaudit", "console_consoleevent")
+AUDIT_TABLES = (
+    "ledger_operationaudit",
+    "console_consoleevent",
+    "audit_chainverification",  # issue 29 (b)
+    "audit_writtencheckpoint",
+)
 DENIED = (1044, 1142, 1227, 1370)  # access denied to database, table, operation, routine
 REFUSED_BY_TRIGGER = 1644  # SIGNAL SQLSTATE '45000'
 
@@ -79,10 +88,31 @@ def error_code(handle: Any, statement: str) -> int | None:
     return None
 
 
+@pytest.fixture
+def audit_evidence(live_db: None) -> Iterator[None]:
+    """A verification result and a listed checkpoint, removed afterwards as only the migration
+    user can (a listed checkpoint without its folder would fail the next verification)."""
+    now = timezone.now()
+    made = [
+        ChainVerification.objects.create(ran_at=now, ok=True, checked=0, first_break=""),
+        WrittenCheckpoint.objects.create(series=new_id(), number=1, digest="0" * 64, taken_at=now),
+    ]
+    yield
+    with connection.cursor() as cursor:
+        for row in made:
+            table = row._meta.db_table
+            for statement in drop_statements(table):
+                cursor.execute(statement)
+            cursor.execute(f"DELETE FROM {table} WHERE id = %s", [row.pk])  # noqa: S608
+            for statement in create_statements(connection.vendor, table):
+                cursor.execute(statement)
+
+
 def test_the_runtime_user_cannot_truncate_alter_drop_or_touch_triggers(
-    users: dict[str, Any], world: dict[str, Any]
+    users: dict[str, Any], world: dict[str, Any], audit_evidence: None
 ) -> None:
-    # A row in each audit table (the world has platform records; an export records one here).
+    # A row in each audit table (the world has platform records; an export records one here;
+    # the fixture the audit app's own).
     record_export(
         actor=make_person(world, "auditor").user, note="{}", namespace_ids=[world["namespace_id"]]
     )

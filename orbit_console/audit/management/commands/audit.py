@@ -1,10 +1,13 @@
 """``manage.py audit``: the tamper evidence of the audit records (docs/audit.md).
 
 - ``audit verify`` walks every chain, holds it against the signed checkpoints, reports every
-  problem by name, remembers the result for the audit explorer, and exits 1 on any problem.
+  problem by name, signs the result for the audit explorer (where it holds the signing key),
+  and exits 1 on any problem.
 - ``audit checkpoint`` signs and writes one checkpoint of the chains' heads now;
   ``audit checkpoint --every SECONDS`` is the periodic job, which writes one whenever a head
-  moved (and at least hourly) until SIGTERM.
+  moved (and at least hourly) until SIGTERM. Neither starts a new series over checkpoints the
+  database lists as written; ``audit checkpoint --new-series REASON`` does, in an empty folder,
+  and signs the reason and the series it gives up into its first checkpoint.
 - ``audit public-key`` prints the public keys of the signing keys, for
   ``ORBIT_AUDIT_VERIFY_KEYS`` wherever checkpoints are verified without the private key.
 """
@@ -20,8 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 from django.utils import timezone
 
-from orbit_console.audit import checkpoints, signing
-from orbit_console.audit.models import ChainVerification
+from orbit_console.audit import checkpoints, signing, status
 from orbit_console.audit.verify import verify
 from orbit_console.lib.rfc3339 import format_utc
 from orbit_console.ops.loops import Heartbeat, serve_health
@@ -48,6 +50,19 @@ class Command(BaseCommand):
             f"{settings.ORBIT_AUDIT_CHECKPOINT_SECONDS})",
         )
         checkpoint.add_argument(
+            "--new-series",
+            metavar="REASON",
+            help="start a new series in an empty folder, giving up the series the database "
+            "lists (their folder is lost for good); the reason is signed into its first "
+            "checkpoint (docs/audit.md)",
+        )
+        checkpoint.add_argument(
+            "--complete",
+            action="store_true",
+            help="sign every chain's head, not only those marked as moved (after verify named "
+            "a chain whose mark was removed)",
+        )
+        checkpoint.add_argument(
             "--health-port",
             type=int,
             default=0,
@@ -62,23 +77,28 @@ class Command(BaseCommand):
             for key in signing.public_keys():
                 self.stdout.write(key)
         elif options["every"] is None:
-            self._checkpoint(force=True)
+            self._checkpoint(
+                force=True, new_series=options["new_series"], complete=options["complete"]
+            )
+        elif options["new_series"] is not None or options["complete"]:
+            raise CommandError("--new-series and --complete write one checkpoint: not with --every")
         else:
             self._periodically(options["every"], options["health_port"])
 
     def _verify(self) -> None:
         report = verify(checkpoints.read())
         problems = report.problems
-        ChainVerification.objects.create(
-            ran_at=timezone.now(),
-            ok=not problems,
-            checked=report.checked,
-            first_break=problems[0] if problems else "",
-        )
+        recorded = status.record(report, timezone.now())
         for family in report.families:
             state = "BROKEN" if family.problems else "intact"
             self.stdout.write(f"{family.title}: {family.checked} {family.unit}, {state}")
-        self.stdout.write(_checkpoints_line(report.checkpoints))
+        for line in _checkpoints_lines(report.checkpoints):
+            self.stdout.write(line)
+        if recorded is None:
+            self.stdout.write(
+                "result: not recorded for the console (no signing key here, "
+                "ORBIT_AUDIT_SIGNING_KEYS: the console shows signed results only)"
+            )
         if problems:
             self.stdout.write(f"first break: {problems[0]}")
             self.stdout.write(f"problems: {len(problems)}")
@@ -88,9 +108,11 @@ class Command(BaseCommand):
                 self.stdout.write(f"  ... and {len(problems) - SHOWN_PROBLEMS} more")
             sys.exit(1)
 
-    def _checkpoint(self, *, force: bool) -> None:
+    def _checkpoint(
+        self, *, force: bool, new_series: str | None = None, complete: bool = False
+    ) -> None:
         try:
-            written = checkpoints.write(force=force)
+            written = checkpoints.write(force=force, new_series=new_series, complete=complete)
         except checkpoints.CheckpointError as error:
             raise CommandError(str(error)) from None
         if written is not None:
@@ -99,6 +121,8 @@ class Command(BaseCommand):
                 f"checkpoint {written.number} written to {written.path} "
                 f"({moved} head(s) moved, signed with key {written.key_id})"
             )
+            if new_series is not None:
+                self.stdout.write(f"a new series, {written.series}: {_given_up(written)}")
 
     def _periodically(self, seconds: float, health_port: int) -> None:
         heartbeat = Heartbeat("audit-checkpoint", stale_after=3 * seconds + 60)
@@ -119,14 +143,27 @@ class Command(BaseCommand):
             stop.wait(seconds)
 
 
-def _checkpoints_line(reading: checkpoints.Reading) -> str:
+def _checkpoints_lines(reading: checkpoints.Reading) -> list[str]:
     state = "BROKEN" if reading.problems else "intact"
     if not reading.checkpoints:
         if reading.problems:
-            return "checkpoints: none readable, BROKEN"
-        return f"checkpoints: none yet in {checkpoints.folder()} (run 'manage.py audit checkpoint')"
+            return [f"checkpoints: none readable in {checkpoints.folder()}, BROKEN"]
+        return [
+            f"checkpoints: none yet in {checkpoints.folder()} (run 'manage.py audit checkpoint')"
+        ]
     newest = reading.checkpoints[-1]
-    return (
+    lines = [
         f"checkpoints: {len(reading.checkpoints)}, the newest {newest.number} of "
         f"{format_utc(newest.taken_at)}, {state}"
-    )
+    ]
+    if (first := reading.started_over) is not None:
+        lines.append(
+            f"checkpoints: this series was started over lost ones on "
+            f"{format_utc(first.taken_at)}: {_given_up(first)}"
+        )
+    return lines
+
+
+def _given_up(first: checkpoints.Checkpoint) -> str:
+    given_up = ", ".join(f"series {g.series} (to checkpoint {g.number})" for g in first.gives_up)
+    return f"gives up {given_up or 'no series'}; reason: {first.reason}"

@@ -7,24 +7,36 @@ run ends with one line per tool saying how to get it; under CI (``CI`` set) a mi
 the run, so CI cannot go green without checking the deployment files.
 """
 
+import functools
+import json
 import os
+import re
 import shutil
+import subprocess
 
 import pytest
 
 HOW_TO_GET = {
-    "kubectl": "install kubectl (Debian: 'apt-get install kubernetes-client')",
+    "kubectl": "install kubectl 1.27 or later, whose kustomize (v5) renders components "
+    "(Debian: 'apt-get install kubernetes-client', where its version is recent enough)",
     "promtool": "install promtool (Debian: 'apt-get install prometheus')",
 }
 # The tools found missing in this run, with how many tests skipped for each.
 missing: dict[str, int] = {}
 
 
+# The oldest kustomize that renders deploy/kubernetes (components, labels, patches by target).
+KUSTOMIZE_MAJOR = 5
+
+
 def tool(name: str) -> str:
     """The path of ``name``; skips the calling test without it (fails under CI)."""
-    if path := shutil.which(name):
+    path = shutil.which(name)
+    if path and (name != "kubectl" or kustomize_major(path) >= KUSTOMIZE_MAJOR):
         return path
     message = f"no {name} found: {HOW_TO_GET[name]}"
+    if path:
+        message = f"{path}'s kustomize is too old: {HOW_TO_GET[name]}"
     if os.environ.get("CI"):
         pytest.fail(f"CI is set and {message}")
     missing[name] = missing.get(name, 0) + 1
@@ -37,3 +49,21 @@ def summary_lines() -> list[str]:
         f"{HOW_TO_GET[name]}"
         for name, count in sorted(missing.items())
     ]
+
+
+@functools.cache
+def kustomize_major(kubectl: str) -> int:
+    """The major version of the kustomize built into ``kubectl`` (0 when it does not say)."""
+    done = subprocess.run(
+        [kubectl, "version", "--client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    try:
+        version = json.loads(done.stdout).get("kustomizeVersion", "")
+    except ValueError:
+        return 0
+    found = re.match(r"v(\d+)", version)
+    return int(found.group(1)) if found else 0

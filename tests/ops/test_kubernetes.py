@@ -6,16 +6,24 @@ who may reach whom)."""
 
 import functools
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from django.conf import settings
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+from websockets.typing import Origin
 
 from orbit_console.ops.uvicorn_worker import GRACEFUL_SHUTDOWN_SECONDS
+from tests.console.web import signed_in
+from tests.support import servers
+from tests.support.people import TestPerson
 from tests.support.tools import tool
 
 DEPLOY = Path(settings.BASE_DIR) / "deploy"
@@ -327,3 +335,59 @@ def test_the_external_orbit_overlay_points_every_process_at_that_orbit() -> None
         [container] = pod_specs(docs)[name]["containers"]
         refs = {s["configMapRef"]["name"] for s in container["envFrom"] if "configMapRef" in s}
         assert refs == {config["metadata"]["name"]}, name
+
+
+# --- Graceful termination, for real ------------------------------------------------------------
+
+
+def test_sigterm_closes_the_sockets_for_a_reconnect_and_stops_within_the_pods_grace(
+    live_db: None, world: dict[str, Any], people: dict[str, TestPerson], tmp_path: Path
+) -> None:
+    """What the console Deployment's termination relies on, with the image's command: after
+    the preStop pause, SIGTERM makes ``manage.py serve`` close an open WebSocket with 1012
+    (service restart: the page reconnects, to another pod) and exit, well within the grace
+    period that is left."""
+    pod = yaml.safe_load_all((KUBERNETES / "base" / "console.yaml").read_text())
+    spec = next(doc for doc in pod if doc["kind"] == "Deployment")["spec"]["template"]["spec"]
+    [web] = spec["containers"]
+    left = spec["terminationGracePeriodSeconds"] - int(
+        web["lifecycle"]["preStop"]["exec"]["command"][-1]
+    )
+    assert web["command"][:3] == ["python", "manage.py", "serve"]
+
+    port = servers.free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    output = tmp_path / "serve.out"
+    with output.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+            cwd=settings.BASE_DIR,
+            env=servers.child_env(ORBIT_SERVER="uvicorn"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        servers.wait_live(base_url, process)
+        with signed_in(base_url, people["auditor"]) as auditor:
+            session = auditor.http.cookies["sessionid"]
+        task = world["tasks"]["succeeded"]
+        with connect(
+            f"ws://127.0.0.1:{port}/ws/tasks/{task}/timeline",
+            origin=Origin(base_url),
+            additional_headers={"Cookie": f"sessionid={session}"},
+            proxy=None,
+            open_timeout=30,
+        ) as socket_:
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    socket_.recv(timeout=left)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1012
+        assert process.wait(timeout=left) == 0, output.read_text()
+        took = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert took < left, f"stopping took {took:.1f} s of the {left} s left after preStop"

@@ -12,6 +12,7 @@ from tests.support.chromium import HOW_TO_GET_ONE, find_chromium
 from tests.support.people import TestPerson, make_person
 from tests.support.proxy import FaultyProxy
 from tests.support.servers import DaphneServer
+from tests.support.tools import summary_lines as missing_tools
 
 
 @pytest.fixture(scope="session")
@@ -151,3 +152,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if skipped := config.stash.get(_browser_skips, 0):
         noun = "test" if skipped == 1 else "tests"
         terminalreporter.write_line(f"{skipped} browser {noun} skipped: {HOW_TO_GET_ONE}")
+    for line in missing_tools():
+        terminalreporter.write_line(line)

@@ -8,3 +8,7 @@ class AuditConfig(AppConfig):
 
     def ready(self) -> None:
         from orbit_console.audit import checks  # noqa: F401 -- registers the start-up check
+        from orbit_console.audit.metrics import AuditCollector
+        from orbit_console.lib.scrape import register_once
+
+        register_once(AuditCollector())

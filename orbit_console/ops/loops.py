@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
+from django.db import connections
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge
 
-from orbit_console.ops.metrics import bears_metrics_token
+from orbit_console.ops.metrics import bears_metrics_token, probe_and_expose
 
 LAST_SUCCESS = Gauge(
     "orbit_loop_last_success_timestamp_seconds",
@@ -80,7 +81,12 @@ def serve_health(heartbeat: Heartbeat, port: int, host: str = "0.0.0.0") -> Thre
             elif self.path == "/metrics" and bears_metrics_token(
                 self.headers.get("Authorization", "")
             ):
-                self._send(200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY))
+                try:
+                    exposed = probe_and_expose()
+                finally:
+                    # Each request has a thread, and so database connections, of its own.
+                    connections.close_all()
+                self._send(200, CONTENT_TYPE_LATEST, exposed)
             else:
                 self._json(404, {"status": "not found"})
 

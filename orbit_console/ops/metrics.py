@@ -3,11 +3,19 @@
 ``/metrics`` answers only when ``METRICS_TOKEN`` is set, and only to requests that bear it
 (``Authorization: Bearer <token>``); otherwise it is a plain 404, as if it did not exist. The
 reverse proxy never routes it (deploy/nginx.conf): Prometheus scrapes each console process
-directly. Series that describe the database (submissions by state, the reconciler's backlog and
-lag) are computed at scrape time by the console's collector (``console/metrics.py``); the live
-layer counts its own publishing failures (``lib/live.py``).
+directly. Series that describe the database (submissions, batches and approvals, the
+reconciler's backlog and lag, checkpoints and verification, the event stream's deliveries, the
+feed's lease) are read at scrape time by the collectors the owning apps register
+(``lib/scrape.py``); the live layer counts its own publishing (``lib/live.py``).
+
+Every scrape first probes the database and the channel layer as ``/health/ready`` does
+(``orbit_dependency_up``), and leaves the database's gauges out while it is unreachable: the
+answer still comes, and says why the rest is missing. Alert rules that read these series:
+``deploy/prometheus/alerts.yml``; ``tests/ops/test_alerts.py`` fails when one they name is no
+longer exported.
 """
 
+import asyncio
 import hmac
 
 from asgiref.sync import sync_to_async
@@ -21,6 +29,9 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+from orbit_console.lib.scrape import database_reachable
+from orbit_console.ops.views import dependency_checks
 
 REQUEST_LATENCY = Histogram(
     "orbit_http_request_duration_seconds",
@@ -46,6 +57,13 @@ for _consumer in ("timeline", "approvals"):
     WEBSOCKETS_OPEN.labels(consumer=_consumer)
 
 
+DEPENDENCY_UP = Gauge(
+    "orbit_dependency_up",
+    "Whether this process reached the dependency when it was last scraped (1) or not (0)",
+    ["dependency"],
+)
+
+
 def bears_metrics_token(authorization: str) -> bool:
     """Whether an ``Authorization`` header bears ``METRICS_TOKEN`` (never, while it is unset)."""
     token = settings.METRICS_TOKEN
@@ -60,5 +78,28 @@ def bears_metrics_token(authorization: str) -> bool:
 async def metrics(request: HttpRequest) -> HttpResponse:
     if not bears_metrics_token(request.headers.get("Authorization", "")):
         raise Http404
-    body = await sync_to_async(generate_latest)(REGISTRY)
+    body = await sync_to_async(exposition)(await probe_dependencies())
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+async def probe_dependencies() -> bool:
+    """Probe the database and the channel layer (``orbit_dependency_up``); whether the
+    database answered."""
+    checks = await dependency_checks()
+    for dependency, result in checks.items():
+        DEPENDENCY_UP.labels(dependency=dependency).set(1 if result == "ok" else 0)
+    return checks["database"] == "ok"
+
+
+def exposition(database_up: bool) -> bytes:
+    """The registry in Prometheus' text format; the database's gauges only if it answered."""
+    token = database_reachable.set(database_up)
+    try:
+        return generate_latest(REGISTRY)
+    finally:
+        database_reachable.reset(token)
+
+
+def probe_and_expose() -> bytes:
+    """Both, from a thread without an event loop (the loops' own ``/metrics``)."""
+    return exposition(asyncio.run(probe_dependencies()))

@@ -25,14 +25,20 @@ async def live(request: HttpRequest) -> JsonResponse:
 @require_GET
 async def ready(request: HttpRequest) -> JsonResponse:
     """503 while the database or the channel layer cannot be reached."""
-    checks = {
-        "database": await _check(asyncio.to_thread(_database_ok)),
-        "channel_layer": await _check(_channel_layer_ok()),
-    }
+    checks = await dependency_checks()
     ok = all(value == "ok" for value in checks.values())
     return JsonResponse(
         {"status": "ready" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
     )
+
+
+async def dependency_checks() -> dict[str, str]:
+    """Whether the database and the channel layer answer, each within
+    ``READY_TIMEOUT_SECONDS``: "ok", or the error's type (``/health/ready``, ``/metrics``)."""
+    return {
+        "database": await _check(asyncio.to_thread(_database_ok)),
+        "channel_layer": await _check(_channel_layer_ok()),
+    }
 
 
 async def _check(probe) -> str:  # type: ignore[no-untyped-def]

@@ -7,6 +7,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,16 +18,31 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import override_settings
 from django.utils import timezone
-from prometheus_client import REGISTRY
+from prometheus_client.samples import Sample
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
+from orbit_console.audit.metrics import AuditCollector
+from orbit_console.audit.models import ChainVerification, WrittenCheckpoint
 from orbit_console.decisions.metrics import SubmissionCollector
-from orbit_console.decisions.models import Submission, SubmissionState
+from orbit_console.decisions.models import (
+    Batch,
+    BatchItem,
+    BatchState,
+    Proposal,
+    Submission,
+    SubmissionState,
+)
 from orbit_console.decisions.submissions import submission_create
+from orbit_console.events.metrics import DeliveryCollector
+from orbit_console.events.models import Delivery
+from orbit_console.feed.consumer import LEADERSHIP
+from orbit_console.feed.gauges import FeedCollector
+from orbit_console.feed.models import Leadership, Source, SourceStatus
 from orbit_console.lib.ids import new_id
-from orbit_console.lib.live import publish, task_group
+from orbit_console.lib.live import PUBLISH_FAILURES, PUBLISH_LATENCY, publish, task_group
+from orbit_console.lib.scrape import ScrapeCollector
 from tests.console.web import (
     Console,
     retry_values,
@@ -341,6 +357,284 @@ def test_a_publish_to_a_hung_channel_layer_gives_up_within_its_timeout() -> None
 
 
 def publish_failures() -> float:
-    counted = REGISTRY.get_sample_value("orbit_channel_layer_publish_failures_total")
-    assert counted is not None
-    return counted
+    return sample_of(PUBLISH_FAILURES, "orbit_channel_layer_publish_failures_total")
+
+
+def sample_of(metric: Any, name: str) -> float:
+    """One sample of one metric, read from it alone: the default registry would also run the
+    collectors that read the database, which a test without database access must not."""
+    [found] = [s.value for family in metric.collect() for s in family.samples if s.name == name]
+    return float(found)
+
+
+# --- Gauges read at scrape time (issue 33: what the alert rules need) ----------------------------
+
+
+def gauges(collector: ScrapeCollector) -> dict[str, list[Sample]]:
+    return {family.name: family.samples for family in collector.collect()}
+
+
+def one(found: dict[str, list[Sample]], name: str, **labels: str) -> float:
+    [sample] = [s for s in found[name] if all(s.labels.get(k) == v for k, v in labels.items())]
+    return sample.value
+
+
+def stored_submission(person: User, state: str, *, age: timedelta, **fields: Any) -> Submission:
+    submission = submission_create(
+        action="review",
+        task_id=new_id(),
+        expected_revision="3",
+        body='{"stored": true}',
+        created_by=person,
+    ).submission
+    Submission.objects.filter(id=submission.id).update(
+        state=state, created_at=timezone.now() - age, **fields
+    )
+    return Submission.objects.get(id=submission.id)
+
+
+@pytest.mark.django_db
+def test_the_oldest_open_submission_of_each_state_is_its_age() -> None:
+    """``orbit_submissions_oldest_open_seconds{state="unknown"}``: an outcome unknown for a
+    long time is what the UnknownOutcomeTooOld alert watches; settled ones never count."""
+    person = User.objects.create(username="metrics-oldest")
+    stored_submission(person, SubmissionState.UNKNOWN, age=timedelta(days=30))
+    stored_submission(person, SubmissionState.SUCCEEDED, age=timedelta(days=60))
+    found = gauges(SubmissionCollector())
+    unknown = one(found, "orbit_submissions_oldest_open_seconds", state="unknown")
+    assert 30 * 86400 <= unknown < 30 * 86400 + 600
+    assert {s.labels["state"] for s in found["orbit_submissions_oldest_open_seconds"]} == {
+        "pending",
+        "unknown",
+        "retry_later",
+    }
+    Submission.objects.filter(state=SubmissionState.UNKNOWN).update(state=SubmissionState.SUCCEEDED)
+    found = gauges(SubmissionCollector())
+    assert one(found, "orbit_submissions_oldest_open_seconds", state="unknown") == 0
+
+
+@pytest.mark.django_db
+def test_approvals_waiting_count_pending_decisions_and_proposed_batches_with_their_age() -> None:
+    """An expired proposal no longer waits (its supervisor can no longer approve it)."""
+    person = User.objects.create(username="metrics-proposer")
+    before = gauges(SubmissionCollector())
+    now = timezone.now()
+    for expires_in in (timedelta(hours=1), -timedelta(minutes=1)):
+        Proposal.objects.create(
+            action="review",
+            task_id=new_id(),
+            expected_revision="1",
+            idempotency_key=new_id(),
+            body="{}",
+            proposed_by=person,
+            required_approvals=1,
+            created_at=now - timedelta(days=20),
+            expires_at=now + expires_in,
+        )
+    Batch.objects.create(
+        action="review",
+        created_by=person,
+        created_at=now - timedelta(days=21),
+        state=BatchState.PROPOSED,
+    )
+    after = gauges(SubmissionCollector())
+    for kind in ("decision", "batch"):
+        waiting = one(after, "orbit_approvals_waiting", kind=kind)
+        assert waiting == one(before, "orbit_approvals_waiting", kind=kind) + 1
+    assert one(after, "orbit_approvals_oldest_waiting_seconds", kind="decision") >= 20 * 86400
+    assert one(after, "orbit_approvals_oldest_waiting_seconds", kind="batch") >= 21 * 86400
+    assert (
+        one(after, "orbit_batches", state="proposed")
+        == one(before, "orbit_batches", state="proposed") + 1
+    )
+
+
+def running_batch(person: User, *, started: timedelta, **fields: Any) -> Batch:
+    return Batch.objects.create(
+        action="review",
+        created_by=person,
+        created_at=timezone.now() - started,
+        started_at=timezone.now() - started,
+        state=BatchState.RUNNING,
+        **fields,
+    )
+
+
+def item(batch: Batch, submission: Submission | None, **fields: Any) -> BatchItem:
+    return BatchItem.objects.create(
+        batch=batch,
+        task_id=submission.task_id if submission else new_id(),
+        seen_state="NEEDS_REVIEW",
+        submission=submission,
+        **fields,
+    )
+
+
+@pytest.mark.django_db
+def test_a_batch_item_due_and_unsent_is_the_batch_workers_lag_unless_the_api_holds_it() -> None:
+    """``orbit_batches_oldest_due_seconds``: a due item of a running batch that nobody sends
+    (the BatchWorkerNotSending alert); a batch held after a 429 (RT7) is not late."""
+    person = User.objects.create(username="metrics-batches")
+    now = timezone.now()
+    due = stored_submission(
+        person,
+        SubmissionState.PENDING,
+        age=timedelta(days=40),
+        next_attempt_at=now - timedelta(days=40),
+        reconcile_deadline=now + timedelta(hours=1),
+    )
+    held = stored_submission(
+        person,
+        SubmissionState.RETRY_LATER,
+        age=timedelta(days=50),
+        next_attempt_at=now - timedelta(days=50),
+        reconcile_deadline=now + timedelta(hours=1),
+    )
+    before = gauges(SubmissionCollector())
+    item(running_batch(person, started=timedelta(days=40)), due)
+    item(
+        running_batch(person, started=timedelta(days=50), hold_until=now + timedelta(hours=1)), held
+    )
+    after = gauges(SubmissionCollector())
+    late = one(after, "orbit_batches_oldest_due_seconds")
+    assert 40 * 86400 <= late < 41 * 86400  # the held one, older still, does not count
+    assert (
+        one(after, "orbit_batch_items_unsettled") == one(before, "orbit_batch_items_unsettled") + 2
+    )
+    assert (
+        one(after, "orbit_batches", state="running")
+        == one(before, "orbit_batches", state="running") + 2
+    )
+
+
+@pytest.mark.django_db
+def test_a_running_batch_that_settles_nothing_is_stalled_since_its_last_settled_item() -> None:
+    """``orbit_batches_since_progress_seconds``: from the last settled item, or the start;
+    a batch with nothing left is not stalled however old."""
+    person = User.objects.create(username="metrics-stalled")
+    now = timezone.now()
+    stalled = running_batch(person, started=timedelta(days=70))
+    item(stalled, None, outcome="applied", settled_at=now - timedelta(days=60))
+    item(stalled, None)  # left
+    done = running_batch(person, started=timedelta(days=90))
+    item(done, None, outcome="applied", settled_at=now - timedelta(days=80))
+    since = one(gauges(SubmissionCollector()), "orbit_batches_since_progress_seconds")
+    assert 60 * 86400 <= since < 61 * 86400
+    BatchItem.objects.filter(batch=stalled, outcome="").update(outcome="applied", settled_at=now)
+    assert one(gauges(SubmissionCollector()), "orbit_batches_since_progress_seconds") < 60 * 86400
+
+
+@pytest.mark.django_db
+def test_the_audit_gauges_read_the_newest_checkpoint_and_the_last_verification() -> None:
+    taken = timezone.now() + timedelta(days=1)  # newer than any a test wrote for real
+    WrittenCheckpoint.objects.create(series=new_id(), number=1, digest="0" * 64, taken_at=taken)
+    ran = timezone.now() + timedelta(days=2)
+    ChainVerification.objects.create(ran_at=ran, ok=False, checked=3, first_break="x")
+    found = gauges(AuditCollector())
+    assert one(found, "orbit_audit_checkpoint_last_timestamp_seconds") == taken.timestamp()
+    assert one(found, "orbit_audit_verify_last_timestamp_seconds") == ran.timestamp()
+    assert one(found, "orbit_audit_verify_failing") == 1
+    ChainVerification.objects.create(
+        ran_at=ran + timedelta(seconds=1), ok=True, checked=3, first_break=""
+    )
+    assert one(gauges(AuditCollector()), "orbit_audit_verify_failing") == 0
+
+
+@pytest.mark.django_db
+def test_the_event_stream_backlog_is_what_subscribers_owe_and_its_lag_the_oldest() -> None:
+    before = one(gauges(DeliveryCollector()), "orbit_events_owed")
+    subscription = new_id()
+    for sequence, age in ((1, timedelta(days=100)), (2, timedelta(seconds=1))):
+        Delivery.objects.create(
+            subscription_id=subscription, sequence=sequence, created_at=timezone.now() - age
+        )
+    found = gauges(DeliveryCollector())
+    assert one(found, "orbit_events_owed") == before + 2
+    assert 100 * 86400 <= one(found, "orbit_events_oldest_owed_seconds") < 101 * 86400
+
+
+@pytest.mark.django_db
+def test_the_feed_gauges_read_its_sources_and_the_consumers_lease() -> None:
+    before = gauges(FeedCollector())
+    Source.objects.create(
+        namespace_id=new_id(),
+        subscription_id=new_id(),
+        token_ciphertext="-",
+        label="metrics",
+        created_at=timezone.now(),
+        status=SourceStatus.DOWN,
+    )
+    expires = timezone.now() + timedelta(seconds=7)
+    Leadership.objects.update_or_create(
+        name=LEADERSHIP, defaults={"holder": "metrics-test", "expires_at": expires}
+    )
+    found = gauges(FeedCollector())
+    assert one(found, "orbit_feed_sources", status="down") == (
+        one(before, "orbit_feed_sources", status="down") + 1
+    )
+    assert one(found, "orbit_feed_lease_expires_timestamp_seconds") == expires.timestamp()
+
+
+@pytest.mark.parametrize(
+    "database",
+    ["sqlite-missing-directory", "mysql-silent"],
+)
+def test_a_scrape_answers_without_the_database_and_says_it_is_unreachable(
+    database: str, django_db_setup: None, django_db_blocker: Any
+) -> None:
+    """A scrape read the database's gauges first: with the database away it failed whole
+    (500), or hung for the driver's timeouts, and Prometheus saw a process down, not a
+    database. Now it probes first (as ``/health/ready`` does), says
+    ``orbit_dependency_up{dependency="database"} 0``, and serves everything else."""
+    with ExitStack() as stack:
+        if database == "mysql-silent":
+            pytest.importorskip("MySQLdb", reason="the MySQL driver is the opt-in extra 'mysql'")
+            silent = stack.enter_context(silent_server())
+            env = {
+                "DATABASE_URL": f"mysql://orbit@127.0.0.1:{silent.port}/orbit",
+                "DATABASE_CONNECT_TIMEOUT_SECONDS": "20",
+            }
+        else:
+            env = {"DATABASE_URL": "sqlite:////nonexistent-dir/orbit.sqlite3"}
+        with django_db_blocker.unblock():
+            server = DaphneServer(
+                f"ops-metrics-{database}", env={**env, "METRICS_TOKEN": METRICS_TOKEN}
+            )
+        stack.callback(server.stop)
+        server.start()
+        started = time.monotonic()
+        samples = scrape(server, METRICS_TOKEN)
+        took = time.monotonic() - started
+    assert value(samples, "orbit_dependency_up", dependency="database") == 0
+    assert value(samples, "orbit_dependency_up", dependency="channel_layer") == 1
+    assert not values(samples, "orbit_submissions", state="pending")  # left out, not failed
+    assert values(samples, "orbit_websockets_open", consumer="approvals") == [0]
+    assert took < 15, f"the scrape took {took:.1f} s"  # a silent database held it for 20 s
+
+
+def test_a_scrape_says_the_database_and_the_channel_layer_answer(
+    metered: tuple[DaphneServer, FaultyProxy],
+) -> None:
+    samples = scrape(metered[0], METRICS_TOKEN)
+    assert value(samples, "orbit_dependency_up", dependency="database") == 1
+    assert value(samples, "orbit_dependency_up", dependency="channel_layer") == 1
+
+
+def test_a_publish_the_channel_layer_takes_is_timed_and_a_refused_one_is_not() -> None:
+    """``orbit_live_publish_duration_seconds``: the dashboard's push latency."""
+    before = publish_timings()
+    assert publish(task_group(new_id()), {"type": "console.event", "event": {}}) is True
+    assert publish_timings() == before + 1
+    unreachable = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [f"redis://127.0.0.1:{free_port()}/0"]},
+        }
+    }
+    with override_settings(CHANNEL_LAYERS=unreachable):
+        assert publish(task_group(new_id()), {"type": "console.event", "event": {}}) is False
+    assert publish_timings() == before + 1
+
+
+def publish_timings() -> float:
+    return sample_of(PUBLISH_LATENCY, "orbit_live_publish_duration_seconds_count")

@@ -3,12 +3,13 @@ and an outcome-unknown submission made through the console (C9), and a live time
 The endpoint exists only for a request bearing ``METRICS_TOKEN``; the reverse proxy never
 routes it."""
 
+import json
 import re
 import secrets
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
+from orbit_console.audit import signing
+from orbit_console.audit import status as audit_status
+from orbit_console.audit.checkpoints import listed_message
 from orbit_console.audit.metrics import AuditCollector
 from orbit_console.audit.models import ChainVerification, WrittenCheckpoint
 from orbit_console.decisions.metrics import SubmissionCollector
@@ -42,6 +46,7 @@ from orbit_console.feed.gauges import FeedCollector
 from orbit_console.feed.models import Leadership, Source, SourceStatus
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import PUBLISH_FAILURES, PUBLISH_LATENCY, publish, task_group
+from orbit_console.lib.rfc3339 import format_utc
 from orbit_console.lib.scrape import ScrapeCollector
 from tests.console.web import (
     Console,
@@ -524,20 +529,89 @@ def test_a_running_batch_that_settles_nothing_is_stalled_since_its_last_settled_
     assert one(gauges(SubmissionCollector()), "orbit_batches_since_progress_seconds") < 60 * 86400
 
 
+def signed_verification(ran_at: datetime, *, ok: bool) -> ChainVerification:
+    """A verification row as ``audit verify`` records it: its statement signed with the
+    checkpoint key (``audit/status.py``)."""
+    statement = json.dumps(
+        {
+            "format": audit_status.VERIFICATION_FORMAT,
+            "ran_at": format_utc(ran_at),
+            "ok": ok,
+            "checked": 3,
+            "problems": 0 if ok else 1,
+            "first_break": "" if ok else "x",
+            "database": "test",
+            "checkpoint": None,
+        }
+    )
+    key_id, signature = signing.sign(statement.encode())
+    return ChainVerification.objects.create(
+        ran_at=ran_at,
+        ok=ok,
+        checked=3,
+        first_break="" if ok else "x",
+        statement=statement,
+        key_id=key_id,
+        signature=signature,
+    )
+
+
 @pytest.mark.django_db
-def test_the_audit_gauges_read_the_newest_checkpoint_and_the_last_verification() -> None:
+def test_the_audit_gauges_read_the_newest_signed_checkpoint_and_verification() -> None:
+    """Only rows whose signature holds count (issue 29): a result written by hand, newer
+    than the signed ones, makes the gauge say failing rather than keep the alert quiet."""
     taken = timezone.now() + timedelta(days=1)  # newer than any a test wrote for real
-    WrittenCheckpoint.objects.create(series=new_id(), number=1, digest="0" * 64, taken_at=taken)
+    series = new_id()
+    key_id, signature = signing.sign(listed_message(series, 1, "0" * 64, taken))
+    WrittenCheckpoint.objects.create(
+        series=series,
+        number=1,
+        digest="0" * 64,
+        taken_at=taken,
+        key_id=key_id,
+        signature=signature,
+    )
+    WrittenCheckpoint.objects.create(  # by hand: no signature
+        series=series, number=2, digest="1" * 64, taken_at=taken + timedelta(hours=1)
+    )
     ran = timezone.now() + timedelta(days=2)
-    ChainVerification.objects.create(ran_at=ran, ok=False, checked=3, first_break="x")
+    signed_verification(ran, ok=False)
     found = gauges(AuditCollector())
     assert one(found, "orbit_audit_checkpoint_last_timestamp_seconds") == taken.timestamp()
     assert one(found, "orbit_audit_verify_last_timestamp_seconds") == ran.timestamp()
     assert one(found, "orbit_audit_verify_failing") == 1
-    ChainVerification.objects.create(
-        ran_at=ran + timedelta(seconds=1), ok=True, checked=3, first_break=""
-    )
+    signed_verification(ran + timedelta(seconds=1), ok=True)
     assert one(gauges(AuditCollector()), "orbit_audit_verify_failing") == 0
+    ChainVerification.objects.create(  # "ok", by hand: it cannot silence the alert
+        ran_at=ran + timedelta(seconds=2), ok=True, checked=3, first_break=""
+    )
+    found = gauges(AuditCollector())
+    assert one(found, "orbit_audit_verify_failing") == 1
+    assert (
+        one(found, "orbit_audit_verify_last_timestamp_seconds")
+        == (ran + timedelta(seconds=1)).timestamp()
+    )
+
+
+@pytest.mark.django_db
+def test_a_process_that_cannot_check_signatures_reports_the_audit_as_failing(
+    settings: Any,
+) -> None:
+    """A console without ``ORBIT_AUDIT_VERIFY_KEYS`` cannot tell a signed result from one
+    written by hand: it does not report the audit as passing."""
+    signed_verification(timezone.now() + timedelta(days=3), ok=True)
+    settings.ORBIT_AUDIT_SIGNING_KEYS = []
+    settings.ORBIT_AUDIT_VERIFY_KEYS = []
+    keys = (signing._signing_keys, signing._verify_keys)  # read once per process
+    try:
+        for cached in keys:
+            cached.cache_clear()
+        found = gauges(AuditCollector())
+    finally:
+        for cached in keys:
+            cached.cache_clear()
+    assert one(found, "orbit_audit_verify_failing") == 1
+    assert one(found, "orbit_audit_verify_last_timestamp_seconds") == 0
 
 
 @pytest.mark.django_db

@@ -25,6 +25,7 @@ from websockets.typing import Origin
 
 from orbit_console.lib.live import CLOSE_UNAVAILABLE
 from tests.support import servers
+from tests.support.mysql import require_mysql_driver
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 from tests.support.silent import silent_server
@@ -50,6 +51,8 @@ def broken_server(
 ) -> Iterator[DaphneServer]:
     """A server started with one dependency out of reach (``request.param``: its env)."""
     env: dict[str, str] = request.param
+    if env.get("DATABASE_URL", "").startswith("mysql://"):
+        require_mysql_driver()
     with django_db_blocker.unblock():
         name = f"ops-broken-{request.node.callspec.id}"
         server = DaphneServer(name, env=env).start()
@@ -181,7 +184,7 @@ def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_b
 ) -> None:
     """Issue 14: a silent database held requests for over 70 s. Connecting now gives up after
     ``DATABASE_CONNECT_TIMEOUT_SECONDS`` with an error."""
-    pytest.importorskip("MySQLdb", reason="the MySQL driver is the opt-in extra 'mysql'")
+    require_mysql_driver()
     with silent_server() as silent:
         env = servers.child_env(
             DATABASE_URL=f"mysql://orbit@127.0.0.1:{silent.port}/orbit",

@@ -164,10 +164,16 @@ def close_code(server: DaphneServer, path: str, session: str) -> int | None:
 @pytest.mark.parametrize(
     "broken_server",
     [
-        {"DATABASE_URL": "sqlite:////nonexistent-dir/orbit.sqlite3"},
-        {"DATABASE_URL": "mysql://root@127.0.0.1:1/orbit"},
+        pytest.param(
+            {"DATABASE_URL": "sqlite:////nonexistent-dir/orbit.sqlite3"},
+            id="sqlite-missing-directory",
+        ),
+        pytest.param(
+            {"DATABASE_URL": "mysql://root@127.0.0.1:1/orbit"},
+            id="mysql-dead-port",
+            marks=pytest.mark.system_extra,
+        ),
     ],
-    ids=["sqlite-missing-directory", "mysql-dead-port"],
     indirect=True,
 )
 def test_readiness_is_503_while_the_database_is_unreachable_I7(
@@ -179,6 +185,7 @@ def test_readiness_is_503_while_the_database_is_unreachable_I7(
     assert checks["channel_layer"] == "ok"
 
 
+@pytest.mark.system_extra
 def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_bounded_time(
     tmp_path: Path,
 ) -> None:

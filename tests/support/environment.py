@@ -48,15 +48,15 @@ if "ORBIT_AUDIT_CHECKPOINT_DIR" not in os.environ:
 def pytest_load_initial_conftests(
     early_config: pytest.Config, args: list[str], parser: Any
 ) -> None:
-    """``uv run pytest`` uses every core: ``-n auto --dist loadgroup`` unless the command line
+    """``uv run pytest`` uses every core: ``-n auto --dist loadscope`` unless the command line
     says how many processes (``-n N``, ``-n 0`` for one process) or turns xdist off
-    (``-p no:xdist``). ``loadgroup`` keeps tests that share an expensive fixture on one worker
-    where they ask for it (``@pytest.mark.xdist_group``) and spreads the rest one test at a
-    time."""
+    (``-p no:xdist``). ``loadscope`` runs each module's tests on one worker, so a module's
+    expensive fixtures (its own servers, a world it reads) start once, not once per worker;
+    the modules are many and small enough to keep both workers busy to the end."""
     if WORKER or not early_config.pluginmanager.has_plugin("xdist"):
         return
     known = early_config.known_args_namespace
     if getattr(known, "numprocesses", None) is None:
         args[:0] = ["--numprocesses=auto"]
     if getattr(known, "dist", "no") == "no" and not getattr(known, "distload", False):
-        args[:0] = ["--dist=loadgroup"]
+        args[:0] = ["--dist=loadscope"]

@@ -75,6 +75,11 @@ def child_env(**extra: str) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": test_database_url(),
         "CONSOLE_BATCH_WORKER": "reconciler",
+        # The run's settings (tests/support/settings.py) import from ``tests``, wherever the
+        # child's own script lives.
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")])
+        ),
         **extra,
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

@@ -41,7 +41,11 @@ if WORKER:
     base = Path(os.environ.get("ORBIT_VAR_DIR") or Path(__file__).resolve().parents[2] / "var")
     os.environ["ORBIT_VAR_DIR"] = str(base / f"pytest-{WORKER}")
     os.environ["REDIS_CHANNEL_PREFIX"] = f"orbit-test-{WORKER}"
-if "ORBIT_AUDIT_CHECKPOINT_DIR" not in os.environ:
+if WORKER:  # the controller's folder, inherited, would be shared by every worker
+    os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = tempfile.mkdtemp(
+        prefix=f"orbit-test-checkpoints-{WORKER}-"
+    )
+elif "ORBIT_AUDIT_CHECKPOINT_DIR" not in os.environ:
     os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = tempfile.mkdtemp(prefix="orbit-test-checkpoints-")
 
 

@@ -209,6 +209,8 @@ if REDIS_URL:
                 "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
                 "capacity": 1000,
                 "expiry": 30,
+                # Deployments (or test workers) sharing one Redis keep their groups apart.
+                "prefix": env_str("REDIS_CHANNEL_PREFIX", "asgi"),
             },
         }
     }

@@ -9,16 +9,20 @@ import httpx
 import pytest
 
 from tests.support.chromium import HOW_TO_GET_ONE, find_chromium
+from tests.support.mysql import HOW_TO_GET_IT as MYSQL_DRIVER
 from tests.support.people import TestPerson, make_person
 from tests.support.proxy import FaultyProxy
 from tests.support.servers import DaphneServer
-from tests.support.tools import summary_lines as missing_tools
+from tests.support.tools import HOW_TO_GET as TOOLS
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_test_environment: None, django_db_blocker: Any) -> Iterator[None]:
+def django_db_setup(
+    django_test_environment: None, django_db_modify_db_settings: None, django_db_blocker: Any
+) -> Iterator[None]:
     """Always create the test database: most suites use it through real servers, not through
-    pytest-django's ``db`` fixture, so pytest-django's own detection would skip it."""
+    pytest-django's ``db`` fixture, so pytest-django's own detection would skip it. Under
+    pytest-xdist each worker's has its name suffixed (``_gw0``...)."""
     from django.db import connection
     from django.test.utils import setup_databases, teardown_databases
 
@@ -142,15 +146,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=HOW_TO_GET_ONE)
     for item in browser_items:
         item.add_marker(skip)
-    config.stash[_browser_skips] = len(browser_items)
 
 
-_browser_skips = pytest.StashKey[int]()
+# What a fresh machine lacks, each said once in the summary with how to get it. Counted from the
+# reports, which under pytest-xdist reach the controller (the workers are the ones collecting).
+_MISSING_EXTRAS = {
+    "browser": HOW_TO_GET_ONE,
+    "MySQL driver": MYSQL_DRIVER,
+    **{f"deployment ({name})": how for name, how in TOOLS.items()},
+}
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if skipped := config.stash.get(_browser_skips, 0):
-        noun = "test" if skipped == 1 else "tests"
-        terminalreporter.write_line(f"{skipped} browser {noun} skipped: {HOW_TO_GET_ONE}")
-    for line in missing_tools():
-        terminalreporter.write_line(line)
+    for what, how in _MISSING_EXTRAS.items():
+        skipped = sum(
+            1
+            for report in terminalreporter.stats.get("skipped", [])
+            if isinstance(report.longrepr, tuple) and how in str(report.longrepr[2])
+        )
+        if skipped:
+            noun = "test" if skipped == 1 else "tests"
+            terminalreporter.write_line(f"{skipped} {what} {noun} skipped: {how}")

@@ -17,11 +17,28 @@ import pytest
 from orbit_console.ledger.models import IdempotencyRecord, OperationAudit, Task, TaskEvent
 from orbit_console.lib.rfc3339 import format_utc
 from tests.support.orbit import bearer, new_key, post, retry_body, review_body
+from tests.support.worlds import new_task, with_fresh_tasks
 
 VERBS = ("review", "retry")
 TARGET = {"review": "needs_review", "retry": "failed"}
 ACCEPTED_STATUS = {"review": 200, "retry": 201}
 KIB = 1024
+
+
+@pytest.fixture(scope="module")
+def shared_world(django_db_setup: None, django_db_blocker: Any) -> dict[str, Any]:
+    from orbit_console.ledger.seed import seed_world
+
+    with django_db_blocker.unblock():
+        return seed_world(label="bad-input")
+
+
+@pytest.fixture
+def world(shared_world: dict[str, Any], live_db: None) -> dict[str, Any]:
+    """The module's world, with tasks of this test's own to refuse bodies for and then accept
+    one: every test here ends by reviewing or retrying them."""
+    return with_fresh_tasks(shared_world, "needs_review", "failed")
+
 
 # --- Building bodies --------------------------------------------------------------------------
 
@@ -527,6 +544,7 @@ def test_result_size_is_measured_on_the_text_as_received_O5(
     """Whitespace inside the result counts: 262144 bytes of text pass, one more does not,
     although both hold the same value."""
     token = world["tokens"]["admin"]
+    second = new_task(world, "needs_review")
 
     def result_text(size: int) -> str:
         return '{"a": 1' + " " * (size - len('{"a": 1}')) + "}"
@@ -540,7 +558,7 @@ def test_result_size_is_measured_on_the_text_as_received_O5(
     )
     exact = post(
         api,
-        world["tasks"]["needs_review_2"],
+        second,
         "review",
         token,
         build("review", {"result": result_text(256 * KIB)}),
@@ -548,7 +566,7 @@ def test_result_size_is_measured_on_the_text_as_received_O5(
 
     assert_invalid_argument(over)
     assert exact.status_code == 200, exact.text
-    assert Task.objects.get(id=world["tasks"]["needs_review_2"]).result == result_text(256 * KIB)
+    assert Task.objects.get(id=second).result == result_text(256 * KIB)
 
 
 # --- No input is a server error ---------------------------------------------------------------

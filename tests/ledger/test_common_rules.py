@@ -146,8 +146,9 @@ BAD_AUTHORIZATION: dict[str, str | None] = {
 
 @pytest.mark.parametrize("kind", list(BAD_AUTHORIZATION))
 def test_missing_malformed_or_unknown_token_is_unauthenticated_everywhere_C1(
-    api: httpx.Client, world: dict[str, Any], kind: str
+    api: httpx.Client, untouched_world: dict[str, Any], live_db: None, kind: str
 ) -> None:
+    world = untouched_world
     admin = world["tokens"]["admin"]
     template = BAD_AUTHORIZATION[kind]
     headers: dict[str, str] = {}
@@ -609,8 +610,9 @@ def malformed_ids(task_id: str) -> dict[str, str]:
     list(malformed_ids("0" * 32)),
 )
 def test_malformed_task_id_is_invalid_everywhere_C5(
-    api: httpx.Client, world: dict[str, Any], live_db: None, variant: str
+    api: httpx.Client, untouched_world: dict[str, Any], live_db: None, variant: str
 ) -> None:
+    world = untouched_world
     task_id = world["tasks"]["needs_review"]
     bad = malformed_ids(task_id)[variant]
     audit_id = first_audit_id(task_id)
@@ -632,8 +634,9 @@ def test_malformed_task_id_is_invalid_everywhere_C5(
 
 @pytest.mark.parametrize("variant", ["uppercase", "short", "long", "non_hex", "uuid_form"])
 def test_malformed_audit_id_is_invalid_C5(
-    api: httpx.Client, world: dict[str, Any], live_db: None, variant: str
+    api: httpx.Client, untouched_world: dict[str, Any], live_db: None, variant: str
 ) -> None:
+    world = untouched_world
     task_id = world["tasks"]["needs_review"]
     bad = malformed_ids(first_audit_id(task_id))[variant]
     response = api.get(
@@ -673,8 +676,9 @@ BAD_REVISIONS: list[Any] = [
 @pytest.mark.parametrize("verb", ["review", "retry"])
 @pytest.mark.parametrize("revision", BAD_REVISIONS, ids=lambda value: repr(value)[:24])
 def test_malformed_expected_revision_is_invalid_C5(
-    api: httpx.Client, world: dict[str, Any], live_db: None, verb: str, revision: Any
+    api: httpx.Client, untouched_world: dict[str, Any], live_db: None, verb: str, revision: Any
 ) -> None:
+    world = untouched_world
     task_id = world["tasks"]["needs_review" if verb == "review" else "failed"]
     body = review_body() if verb == "review" else retry_body()
     body["expected_revision"] = revision
@@ -935,8 +939,9 @@ BAD_KEYS: dict[str, bytes] = {
 @pytest.mark.parametrize("verb", ["review", "retry"])
 @pytest.mark.parametrize("kind", list(BAD_KEYS))
 def test_malformed_idempotency_key_is_invalid_O4(
-    api: httpx.Client, world: dict[str, Any], live_db: None, verb: str, kind: str
+    api: httpx.Client, untouched_world: dict[str, Any], live_db: None, verb: str, kind: str
 ) -> None:
+    world = untouched_world
     task_id = world["tasks"]["needs_review" if verb == "review" else "failed"]
     body = review_body() if verb == "review" else retry_body()
     before = ledger_state(world["namespace_id"], task_id)
@@ -1141,8 +1146,9 @@ UNKNOWN_PATHS = [
 
 @pytest.mark.parametrize(("method", "path"), UNKNOWN_PATHS)
 def test_unknown_endpoint_is_not_found_in_the_envelope_E1(
-    api: httpx.Client, world: dict[str, Any], live_db: None, method: str, path: str
+    api: httpx.Client, untouched_world: dict[str, Any], live_db: None, method: str, path: str
 ) -> None:
+    world = untouched_world
     task_id = world["tasks"]["needs_review"]
     url = path.format(id=task_id, audit=first_audit_id(task_id))
     before = ledger_state(world["namespace_id"], task_id)
@@ -1172,8 +1178,9 @@ WRONG_METHODS = [
 
 @pytest.mark.parametrize(("method", "path"), WRONG_METHODS)
 def test_wrong_method_is_405_in_the_envelope_E(
-    api: httpx.Client, world: dict[str, Any], live_db: None, method: str, path: str
+    api: httpx.Client, untouched_world: dict[str, Any], live_db: None, method: str, path: str
 ) -> None:
+    world = untouched_world
     task_id = world["tasks"]["needs_review"]
     url = path.format(id=task_id, audit=first_audit_id(task_id))
     before = ledger_state(world["namespace_id"], task_id)

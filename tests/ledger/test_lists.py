@@ -202,8 +202,9 @@ def test_task_list_state_filter_covers_waiting_tasks(
     ["failed", "FAILED,", ",FAILED", "", "FAILED,,CANCELLED", "DONE", "FAILED, CANCELLED", "*"],
 )
 def test_task_list_refuses_an_invalid_state(
-    api: httpx.Client, world: dict[str, Any], state: str
+    api: httpx.Client, untouched_world: dict[str, Any], state: str
 ) -> None:
+    world = untouched_world
     response = tasks(api, admin(world), {"state": state})
     assert response.status_code == 400
     assert error_code(response) == "INVALID_ARGUMENT"
@@ -268,7 +269,10 @@ def test_task_list_queue_of_another_namespace_lists_nothing_C4(
         "State=FAILED",
     ],
 )
-def test_task_list_query_is_strict(api: httpx.Client, world: dict[str, Any], query: str) -> None:
+def test_task_list_query_is_strict(
+    api: httpx.Client, untouched_world: dict[str, Any], query: str
+) -> None:
+    world = untouched_world
     response = api.get(f"/v1/tasks?{query}", headers=bearer(admin(world)))
     assert response.status_code == 400
     assert error_code(response) == "INVALID_ARGUMENT"
@@ -666,8 +670,9 @@ def test_task_list_combines_every_new_filter(api: httpx.Client, world: dict[str,
     ],
 )
 def test_task_list_refuses_bad_new_filters_naming_the_field(
-    api: httpx.Client, world: dict[str, Any], field: str, value: str, message: str
+    api: httpx.Client, untouched_world: dict[str, Any], field: str, value: str, message: str
 ) -> None:
+    world = untouched_world
     response = tasks(api, admin(world), {field: value})
     assert message in refused(response, field)
 

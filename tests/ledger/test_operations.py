@@ -266,8 +266,9 @@ def test_operations_limit_accepts_1_to_100_AU2(
     ],
 )
 def test_operations_query_is_strict_AU2(
-    api: httpx.Client, world: dict[str, Any], query: str
+    api: httpx.Client, untouched_world: dict[str, Any], query: str
 ) -> None:
+    world = untouched_world
     task_id = world["tasks"]["failed"]
     response = api.get(
         f"/v1/tasks/{task_id}/operations?{query}", headers=bearer(token_of(world, "auditor"))
@@ -504,8 +505,9 @@ def test_operation_of_another_task_is_not_found_AU5(
     "audit_id", ["abc", "0" * 31, "0" * 33, "A" * 32, "g" * 32, "%20" + "0" * 31]
 )
 def test_malformed_audit_id_is_invalid_AU5_C5(
-    api: httpx.Client, world: dict[str, Any], audit_id: str
+    api: httpx.Client, untouched_world: dict[str, Any], audit_id: str
 ) -> None:
+    world = untouched_world
     response = api.get(
         f"/v1/tasks/{world['tasks']['failed']}/operations/{audit_id}",
         headers=bearer(token_of(world, "auditor")),

@@ -73,6 +73,7 @@ def runbook_sections() -> dict[str, str]:
     }
 
 
+@pytest.mark.system_extra
 def test_promtool_accepts_the_rules() -> None:
     done = subprocess.run(
         [tool("promtool"), "check", "rules", str(RULES)],
@@ -85,6 +86,7 @@ def test_promtool_accepts_the_rules() -> None:
     assert f"SUCCESS: {len(alert_rules())} rules found" in done.stdout
 
 
+@pytest.mark.system_extra
 def test_every_alert_fires_on_its_series_and_stays_quiet_otherwise() -> None:
     """``promtool test rules`` runs alerts.test.yml; this also checks that the file tests every
     alert both ways (an alert tested only firing could fire always)."""

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from django.conf import settings
 
@@ -61,6 +62,7 @@ def test_panels_fit_the_grid_without_overlapping() -> None:
         taken |= cells
 
 
+@pytest.mark.system_extra
 def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
     """Each query becomes a recording rule, which ``promtool check rules`` parses."""
     rules = [

@@ -25,6 +25,7 @@ from websockets.typing import Origin
 
 from orbit_console.lib.live import CLOSE_UNAVAILABLE
 from tests.support import servers
+from tests.support.mysql import require_mysql_driver
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 from tests.support.silent import silent_server
@@ -50,6 +51,8 @@ def broken_server(
 ) -> Iterator[DaphneServer]:
     """A server started with one dependency out of reach (``request.param``: its env)."""
     env: dict[str, str] = request.param
+    if env.get("DATABASE_URL", "").startswith("mysql://"):
+        require_mysql_driver()
     with django_db_blocker.unblock():
         name = f"ops-broken-{request.node.callspec.id}"
         server = DaphneServer(name, env=env).start()
@@ -161,10 +164,16 @@ def close_code(server: DaphneServer, path: str, session: str) -> int | None:
 @pytest.mark.parametrize(
     "broken_server",
     [
-        {"DATABASE_URL": "sqlite:////nonexistent-dir/orbit.sqlite3"},
-        {"DATABASE_URL": "mysql://root@127.0.0.1:1/orbit"},
+        pytest.param(
+            {"DATABASE_URL": "sqlite:////nonexistent-dir/orbit.sqlite3"},
+            id="sqlite-missing-directory",
+        ),
+        pytest.param(
+            {"DATABASE_URL": "mysql://root@127.0.0.1:1/orbit"},
+            id="mysql-dead-port",
+            marks=pytest.mark.system_extra,
+        ),
     ],
-    ids=["sqlite-missing-directory", "mysql-dead-port"],
     indirect=True,
 )
 def test_readiness_is_503_while_the_database_is_unreachable_I7(
@@ -176,12 +185,13 @@ def test_readiness_is_503_while_the_database_is_unreachable_I7(
     assert checks["channel_layer"] == "ok"
 
 
+@pytest.mark.system_extra
 def test_a_mysql_server_that_accepts_and_never_answers_fails_the_connection_in_bounded_time(
     tmp_path: Path,
 ) -> None:
     """Issue 14: a silent database held requests for over 70 s. Connecting now gives up after
     ``DATABASE_CONNECT_TIMEOUT_SECONDS`` with an error."""
-    pytest.importorskip("MySQLdb", reason="the MySQL driver is the opt-in extra 'mysql'")
+    require_mysql_driver()
     with silent_server() as silent:
         env = servers.child_env(
             DATABASE_URL=f"mysql://orbit@127.0.0.1:{silent.port}/orbit",

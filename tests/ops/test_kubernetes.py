@@ -26,6 +26,9 @@ from tests.support import servers
 from tests.support.people import TestPerson
 from tests.support.tools import tool
 
+# kubectl is a system tool a fresh machine lacks: CI runs these beside the fresh machine's suite.
+pytestmark = pytest.mark.system_extra
+
 DEPLOY = Path(settings.BASE_DIR) / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"
 TARGETS = ["base", "overlays/external-database", "overlays/external-orbit"]

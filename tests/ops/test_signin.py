@@ -24,6 +24,7 @@ from django.utils import timezone
 from tests.console.web import Console, csrf_token_of, form_with, text_of
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
+from tests.support.settings import PRODUCTION_PASSWORD_HASHERS
 
 SESSION_AGE_SECONDS = 3600  # not the default (8 hours): the server's setting is what counts
 FAILURE_LIMIT = 5  # AXES_FAILURE_LIMIT's default
@@ -32,10 +33,20 @@ ADDRESS_LIMIT = 10  # AXES_ADDRESS_FAILURE_LIMIT's default
 LOCKED_OUT = "Signing in is paused"
 
 
+@pytest.fixture(autouse=True)
+def production_hashers(settings: Any) -> None:
+    """Signing in is tested with the production's password hashing (Argon2id), not the fast
+    hasher the rest of the suite gives its people (``tests/support/settings.py``)."""
+    settings.PASSWORD_HASHERS = PRODUCTION_PASSWORD_HASHERS
+
+
 @pytest.fixture(scope="module")
 def server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     with django_db_blocker.unblock():
-        env = {"SESSION_COOKIE_AGE": str(SESSION_AGE_SECONDS)}
+        env = {
+            "SESSION_COOKIE_AGE": str(SESSION_AGE_SECONDS),
+            "DJANGO_SETTINGS_MODULE": "orbit_console.settings",
+        }
         started = DaphneServer("ops-signin", env=env, proxy_headers=True).start()
     yield started
     started.stop()

@@ -24,10 +24,30 @@ from orbit_console.ops.workers import default_server, worker_argv
 LOG_DIR = Path(settings.VAR_DIR) / "test-logs"
 
 
+# Ports a test binds after choosing them come from a range of this worker's own, below the
+# kernel's ephemeral range: a port chosen by binding to 0 and letting go could be chosen by
+# another worker at the same moment.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_PORTS_PER_WORKER = 900
+_FIRST_PORT = 20_000 + _PORTS_PER_WORKER * int(_WORKER.removeprefix("gw") or 0)
+_next_port = _FIRST_PORT
+
+
 def free_port() -> int:
+    """A port nothing listens on now, for a server a test starts (one not handed out before
+    by this process, so a stopped server's port is not given to the next)."""
+    global _next_port
+    while _WORKER and _next_port < _FIRST_PORT + _PORTS_PER_WORKER:
+        port, _next_port = _next_port, _next_port + 1
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def test_database_url() -> str:
@@ -55,6 +75,11 @@ def child_env(**extra: str) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": test_database_url(),
         "CONSOLE_BATCH_WORKER": "reconciler",
+        # The run's settings (tests/support/settings.py) import from ``tests``, wherever the
+        # child's own script lives.
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")])
+        ),
         **extra,
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

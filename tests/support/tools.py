@@ -21,10 +21,6 @@ HOW_TO_GET = {
     "(Debian: 'apt-get install kubernetes-client', where its version is recent enough)",
     "promtool": "install promtool (Debian: 'apt-get install prometheus')",
 }
-# The tools found missing in this run, with how many tests skipped for each.
-missing: dict[str, int] = {}
-
-
 # The oldest kustomize that renders deploy/kubernetes (components, labels, patches by target).
 KUSTOMIZE_MAJOR = 5
 
@@ -39,16 +35,7 @@ def tool(name: str) -> str:
         message = f"{path}'s kustomize is too old: {HOW_TO_GET[name]}"
     if os.environ.get("CI"):
         pytest.fail(f"CI is set and {message}")
-    missing[name] = missing.get(name, 0) + 1
     pytest.skip(message)
-
-
-def summary_lines() -> list[str]:
-    return [
-        f"{count} deployment test{'s' if count > 1 else ''} skipped: no {name} found: "
-        f"{HOW_TO_GET[name]}"
-        for name, count in sorted(missing.items())
-    ]
 
 
 @functools.cache

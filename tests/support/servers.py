@@ -8,6 +8,7 @@ console over real HTTP and WebSockets. Data a test wants the server to see must 
 """
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -26,19 +27,22 @@ LOG_DIR = Path(settings.VAR_DIR) / "test-logs"
 
 # Ports a test binds after choosing them come from a range of this worker's own, below the
 # kernel's ephemeral range: a port chosen by binding to 0 and letting go could be chosen by
-# another worker at the same moment.
+# another worker at the same moment. Each run starts at a place of its own in the range, so
+# that two runs on one machine (two checkouts) seldom meet either.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 _PORTS_PER_WORKER = 900
 _FIRST_PORT = 20_000 + _PORTS_PER_WORKER * int(_WORKER.removeprefix("gw") or 0)
-_next_port = _FIRST_PORT
+_handed_out = 0
+_start = secrets.randbelow(_PORTS_PER_WORKER)
 
 
 def free_port() -> int:
     """A port nothing listens on now, for a server a test starts (one not handed out before
     by this process, so a stopped server's port is not given to the next)."""
-    global _next_port
-    while _WORKER and _next_port < _FIRST_PORT + _PORTS_PER_WORKER:
-        port, _next_port = _next_port, _next_port + 1
+    global _handed_out
+    while _WORKER and _handed_out < _PORTS_PER_WORKER:
+        port = _FIRST_PORT + (_start + _handed_out) % _PORTS_PER_WORKER
+        _handed_out += 1
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
@@ -146,7 +150,9 @@ class DaphneServer:
         self._wait_live()
         return self
 
-    def _wait_live(self, timeout: float = 30.0) -> None:
+    def _wait_live(self, timeout: float = 120.0) -> None:
+        # A process takes about 1.5 s of CPU to start; on a machine whose cores are all busy
+        # (both workers of the suite, and whatever else runs) that can stretch past 30 s.
         assert self.process is not None
         try:
             wait_live(self.url, self.process, timeout)

@@ -135,7 +135,15 @@ def batch_create(
 def _item(batch: Batch, entry: Seen, action: str) -> BatchItem:
     task = entry.task
     if task is None:
-        return BatchItem(batch=batch, task_id=entry.task_id, seen_state="", ineligible="not_found")
+        # Left out like any ineligible task, and so settled from the start: an item without an
+        # outcome is one the worker still waits for, and it would wait for ever.
+        return BatchItem(
+            batch=batch,
+            task_id=entry.task_id,
+            seen_state="",
+            ineligible="not_found",
+            outcome=ItemOutcome.SKIPPED,
+        )
     reason = ineligibility(task, action)
     return BatchItem(
         batch=batch,
@@ -438,9 +446,16 @@ def _settle_item(item: BatchItem, outcome: str, error_code: str, now: Any) -> No
     item.save(update_fields=["outcome", "error_code", "settled_at"])
 
 
-def settle(item: BatchItem, submission: Submission, *, revision_moved: bool) -> bool:
-    """Record what a definite answer means for the item; ``False`` while it has none."""
+def settle(item: BatchItem, submission: Submission | None, *, revision_moved: bool) -> bool:
+    """Record what a definite answer means for the item; ``False`` while it has none.
+
+    An item without a submission will never be sent, so it has its end too: left out at
+    verify (not eligible), else never stored (cancelled before it was sent)."""
     now = timezone.now()
+    if submission is None:
+        outcome = ItemOutcome.SKIPPED if item.ineligible else ItemOutcome.CANCELLED
+        _settle_item(item, outcome, "", now)
+        return True
     if submission.state == SubmissionState.SUCCEEDED:
         outcome = ItemOutcome.DEDUPLICATED if submission.deduplicated else ItemOutcome.APPLIED
     elif submission.state == SubmissionState.REJECTED:

@@ -25,6 +25,7 @@ and the API answers it with the first receipt (C7, C9).
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
@@ -135,9 +136,13 @@ def _finish(batch_id: str) -> None:
     reconcile deadline), and finish the batch when none is left."""
     with transaction.atomic():
         batch = Batch.objects.select_for_update().get(id=batch_id)
-        ended = Q(submission__next_attempt_at__isnull=True) | ~Q(submission__state__in=OPEN_STATES)
+        ended = (
+            Q(submission__isnull=True)
+            | Q(submission__next_attempt_at__isnull=True)
+            | ~Q(submission__state__in=OPEN_STATES)
+        )
         for item in batch.items.filter(ended, outcome="").select_related("submission"):
-            settle(item, item.submission, revision_moved=False)  # type: ignore[arg-type]
+            settle(item, item.submission, revision_moved=False)
         finish_if_done(batch, timezone.now())
         publish_progress(batch_id)
 
@@ -206,24 +211,68 @@ async def work_batch(batch: Batch) -> int:
     return sent
 
 
-async def work_batches() -> int:
-    """One round over every sending batch. Returns how many items were sent."""
+class Backoff:
+    """Per batch: after a failed round the batch is left alone for a pause that doubles with
+    each failure in a row (1 s, 2 s, ... at most ``MAX_BACKOFF``), while the other batches go
+    on. A batch whose rounds keep failing costs one round per pause, and its traceback is
+    logged once, at the first failure: the later ones are one line each."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.failures: dict[str, int] = {}
+        self.until: dict[str, float] = {}
+
+    def due(self, batch_id: str) -> bool:
+        return self.until.get(batch_id, 0.0) <= self.clock()
+
+    def failed(self, batch_id: str) -> float:
+        """Count a failed round; the pause before the next one, in seconds."""
+        failures = self.failures[batch_id] = self.failures.get(batch_id, 0) + 1
+        pause = min(0.5 * 2**failures, MAX_BACKOFF)
+        self.until[batch_id] = self.clock() + pause
+        return pause
+
+    def succeeded(self, batch_id: str) -> None:
+        self.failures.pop(batch_id, None)
+        self.until.pop(batch_id, None)
+
+
+async def work_batches(backoff: Backoff | None = None) -> int:
+    """One round over every sending batch (but those ``backoff`` still holds after failed
+    rounds). Returns how many items were sent."""
+    backoff = backoff or Backoff()
     sent = 0
     for batch in await sync_to_async(_sending_batches)(timezone.now()):
+        if not backoff.due(batch.id):
+            continue
         try:
             sent += await work_batch(batch)
-        except Exception:
-            logger.exception("batch %s: a round failed", batch.id)
+        except Exception as error:
+            pause = backoff.failed(batch.id)
+            if backoff.failures[batch.id] == 1:
+                logger.exception("batch %s: a round failed; next try in %.0f s", batch.id, pause)
+            else:
+                logger.error(
+                    "batch %s: a round failed again (%d in a row: %s); next try in %.0f s",
+                    batch.id,
+                    backoff.failures[batch.id],
+                    type(error).__name__,
+                    pause,
+                )
+        else:
+            backoff.succeeded(batch.id)
     return sent
 
 
 async def run_batches(stop: asyncio.Event) -> None:
     """Send batches' items until ``stop``: at once again while some were due, else look every
-    half second; a failed round (the database away) waits longer each time, and is logged."""
+    half second; a failed round (the database away) waits longer each time, and is logged. A
+    batch whose own rounds fail waits on its own (``Backoff``)."""
     failures = 0
+    backoff = Backoff()
     while not stop.is_set():
         try:
-            sent = await work_batches()
+            sent = await work_batches(backoff)
         except Exception:
             failures += 1
             logger.exception("batch worker: a round failed")

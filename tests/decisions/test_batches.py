@@ -1,14 +1,16 @@
 """Batches (issue 16, docs/bulk.md): the frozen selection, the decision, exactly once per task,
 pause and cancel, backpressure and moved revisions — against the embedded API, in process."""
 
+import importlib
 import json
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 
-from orbit_console.client import Task
+from orbit_console.client import OrbitClient, OrbitError, Task
 from orbit_console.decisions import batches
 from orbit_console.decisions.batches import Seen
 from orbit_console.decisions.batchworker import work_batches
@@ -21,9 +23,17 @@ from orbit_console.decisions.models import (
     SubmissionState,
 )
 from orbit_console.decisions.proposals import ProposalRefused
-from orbit_console.ledger.models import OperationAudit
+from orbit_console.ledger.lifecycle import (
+    RetryPolicy,
+    actor_id_for,
+    attempt_finish,
+    attempt_start,
+    task_accept,
+)
+from orbit_console.ledger.models import AttemptOutcome, OperationAudit, Queue
 from orbit_console.ledger.models import Task as LedgerTask
-from orbit_console.ledger.seed import seed_incident
+from orbit_console.ledger.seed import seed_incident, seed_world
+from orbit_console.lib.ids import new_id
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
 from tests.support.orbit import post, review_body
@@ -39,13 +49,49 @@ DECISION = {
 
 
 def read_tasks(person: TestPerson, task_ids: list[str]) -> list[Seen]:
+    """Each task as the person's credential reads it, as the verify step does: a task the API
+    answers 404 for is "not found" (``task`` None)."""
     credential = OrbitCredential.objects.get(user=person.user)
+
+    async def read_one(orbit: OrbitClient, task_id: str) -> Seen:
+        try:
+            return Seen(task_id, await orbit.get_task(task_id))
+        except OrbitError as error:
+            if error.status != 404:
+                raise
+            return Seen(task_id, None)
 
     async def read() -> list[Seen]:
         async with orbit_client(credential) as orbit:
-            return [Seen(task_id, await orbit.get_task(task_id)) for task_id in task_ids]
+            return [await read_one(orbit, task_id) for task_id in task_ids]
 
     return async_to_sync(read)()
+
+
+def needs_review_tasks(
+    world: dict[str, Any], count: int, *, handler: str = "object.prepare", business_key: str = ""
+) -> list[str]:
+    """``count`` NEEDS_REVIEW tasks of the world's queue with this handler and business key
+    (``{n}`` in it: the task's number), as an incident leaves them (seed_incident's way)."""
+    queue = Queue.objects.get(id=world["queue_id"])
+    submitter = actor_id_for(world["namespace_id"], "submitter")
+    worker = actor_id_for(world["namespace_id"], "worker-1")
+    ids = []
+    for n in range(count):
+        task = task_accept(
+            queue=queue,
+            actor_id=submitter,
+            handler=handler,
+            payload="{}",
+            business_key=business_key.format(n=n),
+            retry=RetryPolicy(max_attempts=1, attempt_timeout_ms=10_000),
+        )
+        attempt_start(task=task, worker_id="worker-1")
+        task = attempt_finish(
+            task=task, worker_actor_id=worker, outcome=AttemptOutcome.UNKNOWN, error="lost"
+        )
+        ids.append(task.id)
+    return ids
 
 
 def select(world: dict[str, Any], person: TestPerson, task_ids: list[str], action: str = "review"):  # type: ignore[no-untyped-def]
@@ -266,3 +312,80 @@ def test_a_retry_batch_creates_one_successor_per_task_and_holds_on_a_full_queue(
 
     for event in ConsoleEvent.objects.filter(batch=batch):
         assert event.entry_hash == entry_hash(event)
+
+
+# --- Issue 29 -----------------------------------------------------------------------------------
+
+
+def test_a_batch_with_a_task_not_found_finishes_once_the_others_are_applied(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str]
+) -> None:
+    """A task the person cannot read is "not found" at verify (C4): left out from the start,
+    it is settled as not eligible, and the batch finishes when the readable ones are applied."""
+    supervisor = people["supervisor"]
+    elsewhere = seed_world(label="not-found")["tasks"]["needs_review"]
+    batch = select(world, supervisor, [*incident[:2], elsewhere])
+    assert {key: n for key, _label, n in batches.breakdown(batch)[1]} == {"not_found": 1}
+    batches.batch_decide(batch, person=supervisor.user, decision=DECISION)
+    batches.batch_submit(batch, person=supervisor.user, typed_count=2)
+    run_worker()
+    batch.refresh_from_db()
+    assert batch.state == BatchState.FINISHED and batch.finished_at is not None
+    assert batches.outcome_counts(batch) == {ItemOutcome.APPLIED: 2, ItemOutcome.SKIPPED: 1}
+    assert ConsoleEvent.objects.filter(batch=batch, kind="batch.finished").count() == 1
+
+
+def test_cancelling_a_batch_with_a_task_not_found_finishes_it(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str]
+) -> None:
+    supervisor = people["supervisor"]
+    batch = select(world, supervisor, [*incident[:2], new_id()])
+    batches.batch_decide(batch, person=supervisor.user, decision=DECISION)
+    batches.batch_submit(batch, person=supervisor.user, typed_count=2)
+    batch = batches.batch_cancel(batch_id=batch.id, person=supervisor.user)
+    batch.refresh_from_db()
+    assert batch.state == BatchState.CANCELLED and batch.finished_at is not None
+    assert batches.outcome_counts(batch) == {ItemOutcome.CANCELLED: 2, ItemOutcome.SKIPPED: 1}
+
+
+def test_the_migration_settles_the_not_found_items_of_existing_batches_and_they_finish(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str]
+) -> None:
+    """Batches started before the fix hold "not found" items without an outcome: the data
+    migration settles them, and the worker then finishes their batches (it would also settle
+    them itself now, see below)."""
+    supervisor = people["supervisor"]
+    batch = select(world, supervisor, [*incident[:2], new_id()])
+    batches.batch_decide(batch, person=supervisor.user, decision=DECISION)
+    batches.batch_submit(batch, person=supervisor.user, typed_count=2)
+    stuck = BatchItem.objects.filter(batch=batch, ineligible="not_found")
+    stuck.update(outcome="")  # as the verify step stored them until now
+
+    migration = importlib.import_module(
+        "orbit_console.decisions.migrations.0004_settle_not_found_items"
+    )
+    migration.settle_not_found_items(django_apps, None)
+    assert set(stuck.values_list("outcome", flat=True)) == {ItemOutcome.SKIPPED}
+    run_worker()
+    batch.refresh_from_db()
+    assert batch.state == BatchState.FINISHED
+    assert batches.outcome_counts(batch) == {ItemOutcome.APPLIED: 2, ItemOutcome.SKIPPED: 1}
+
+
+def test_the_worker_ends_an_item_that_has_no_submission(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str]
+) -> None:
+    """Whatever left an item of a sending batch without a submission and without an outcome,
+    the worker gives it an end (it will never be sent) instead of failing every round."""
+    supervisor = people["supervisor"]
+    batch = select(world, supervisor, incident[:2])
+    batches.batch_decide(batch, person=supervisor.user, decision=DECISION)
+    batches.batch_submit(batch, person=supervisor.user, typed_count=2)
+    orphan = BatchItem.objects.create(
+        batch=batch, task_id=new_id(), seen_state="NEEDS_REVIEW", seen_revision="3"
+    )
+    run_worker()
+    batch.refresh_from_db()
+    assert batch.state == BatchState.FINISHED
+    orphan.refresh_from_db()
+    assert orphan.outcome == ItemOutcome.CANCELLED

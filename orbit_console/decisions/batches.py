@@ -16,6 +16,7 @@ revision, its exact body — in one transaction, before anything is sent. The wo
 """
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -228,7 +229,7 @@ def item_body(batch: Batch, item: BatchItem) -> str:
     if batch.action == "review":
         result = strictjson.loads(decided["result"])
         if decided.get("template"):
-            result = _filled(result, item)
+            result = _filled(result, template_values(item))
         request = ReviewTaskRequest(
             expected_revision=item.seen_revision,
             reason=decided["reason"],
@@ -252,23 +253,30 @@ def item_body(batch: Batch, item: BatchItem) -> str:
     ).to_json(indent=2)
 
 
-def _filled(value: Any, item: BatchItem) -> Any:
-    """``value`` with "{{field}}" in its strings replaced by the item's task field."""
+# One pass over each string: a field's value is never searched again, so a handler that
+# contains "{{business_key}}" stays as it is.
+_PLACEHOLDER = re.compile(r"\{\{(" + "|".join(TEMPLATE_FIELDS) + r")\}\}")
+
+
+def template_values(item: BatchItem) -> dict[str, str]:
+    """What each template field becomes for ``item``."""
+    return {
+        "id": item.task_id,
+        "queue_id": item.queue_id,
+        "handler": item.handler,
+        "business_key": item.business_key,
+        "revision": item.seen_revision,
+    }
+
+
+def _filled(value: Any, values: dict[str, str]) -> Any:
+    """``value`` with "{{field}}" in its strings replaced by the task's field."""
     if isinstance(value, str):
-        fields = {
-            "id": item.task_id,
-            "queue_id": item.queue_id,
-            "handler": item.handler,
-            "business_key": item.business_key,
-            "revision": item.seen_revision,
-        }
-        for name, text in fields.items():
-            value = value.replace("{{" + name + "}}", text)
-        return value
+        return _PLACEHOLDER.sub(lambda match: values[match.group(1)], value)
     if isinstance(value, list):
-        return [_filled(v, item) for v in value]
+        return [_filled(v, values) for v in value]
     if isinstance(value, dict):
-        return {k: _filled(v, item) for k, v in value.items()}
+        return {k: _filled(v, values) for k, v in value.items()}
     return value
 
 

@@ -389,3 +389,30 @@ def test_the_worker_ends_an_item_that_has_no_submission(
     assert batch.state == BatchState.FINISHED
     orphan.refresh_from_db()
     assert orphan.outcome == ItemOutcome.CANCELLED
+
+
+def test_a_template_is_filled_in_one_pass() -> None:
+    """A field's value is never searched for placeholders again: a handler holding
+    "{{business_key}}" is written as it is."""
+    batch = Batch(action="review", decision=json.dumps(DECISION | {"result": RESULT_OF_ALL}))
+    item = BatchItem(
+        batch=batch,
+        task_id="a" * 32,
+        queue_id="b" * 32,
+        handler="h{{business_key}}{{id}}",
+        business_key="{{revision}}",
+        seen_revision="7",
+    )
+    result = json.loads(batches.item_body(batch, item))["result"]
+    assert result == {
+        "all": "a" * 32 + "|" + "b" * 32 + "|h{{business_key}}{{id}}|{{revision}}|7",
+        "kept": "{{unknown}} {{ id }}",
+    }
+
+
+RESULT_OF_ALL = json.dumps(
+    {
+        "all": "{{id}}|{{queue_id}}|{{handler}}|{{business_key}}|{{revision}}",
+        "kept": "{{unknown}} {{ id }}",
+    }
+)

@@ -426,7 +426,8 @@ class BatchItem(models.Model):
     task_id = models.CharField(max_length=64)
     queue_id = models.CharField(max_length=64, blank=True)
     handler = models.CharField(max_length=512, blank=True, default="")
-    business_key = models.CharField(max_length=255, blank=True, default="")
+    # As long as the API allows (tests/test_api_sized_columns.py compares every such column).
+    business_key = models.CharField(max_length=512, blank=True, default="")
     seen_state = models.CharField(max_length=16)
     seen_revision = models.CharField(max_length=24, blank=True)
     # Why the task is not eligible (decisions/batches.INELIGIBLE); empty: it is.

@@ -171,3 +171,23 @@ def test_others_cannot_see_decide_or_steer_a_batch(
     with signed_in(orbit_server.url, elsewhere) as console:
         assert console.get(f"/batches/{batch.id}").status_code == 404
         assert console.get(f"/batches/{batch.id}/outcomes.csv").status_code == 404
+
+
+def test_business_keys_as_long_as_the_api_allows_are_selected_whole(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 29: the API allows business keys of 512 characters; a batch item held 255, and on
+    MariaDB one longer key failed "every task matching" its whole filter with a 500."""
+    label = "long-" + "k" * 500
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label=label
+    )
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        answer, batch = new_batch(
+            console, action="review", scope="all", business_key_prefix=label[:255]
+        )
+        assert answer.status_code == 302 and batch is not None
+        keys = dict(BatchItem.objects.filter(batch=batch).values_list("task_id", "business_key"))
+        assert keys == {task_id: f"{label}:{n}" for n, task_id in enumerate(incident)}
+        assert len(keys[incident[0]]) == 507
+        assert label in console.get(f"/batches/{batch.id}").text

@@ -19,6 +19,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.core import signing
+from django.db.models import Count
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
@@ -98,6 +99,7 @@ class ApprovalsConsumer(_OneGroupConsumer):
         if person is None or not person.has_role(SUPERVISOR):
             return None, None
         proposals = visible_proposals(person).select_related("proposed_by")
+        proposals = proposals.annotate(approved=Count("approvals"))
         return person, proposals.filter(id=proposal_id).first()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:

@@ -20,6 +20,10 @@ and the API answers it with the first receipt (C7, C9).
   selected ends the item as "changed since selected" (I6); it is never sent with a new revision.
 - **Paused, cancelled.** A paused batch sends nothing; a cancelled one only follows what was
   already sent to its answer.
+- **Starting.** A batch whose start was cut short (the process that stored its submissions
+  died) is still ``starting``: the worker stores the rest, chunk by chunk, and sends it once
+  every submission is stored.
+- **Failing.** A batch whose rounds fail is left alone for a growing pause (``Backoff``).
 """
 
 import asyncio
@@ -35,7 +39,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from orbit_console.client import OrbitError, OutcomeUnknown
-from orbit_console.decisions.batches import finish_if_done, publish_progress, settle
+from orbit_console.decisions.batches import (
+    batch_store_next,
+    finish_if_done,
+    publish_progress,
+    settle,
+)
 from orbit_console.decisions.models import (
     OPEN_STATES,
     Batch,
@@ -88,7 +97,9 @@ class _Pace:
 def _sending_batches(now: object) -> list[Batch]:
     hold = Q(hold_until__isnull=True) | Q(hold_until__lte=now)
     return list(
-        Batch.objects.filter(hold, state__in=[BatchState.RUNNING, BatchState.CANCELLED])
+        Batch.objects.filter(
+            hold, state__in=[BatchState.STARTING, BatchState.RUNNING, BatchState.CANCELLED]
+        )
         .filter(finished_at__isnull=True)
         .order_by("started_at")
     )
@@ -237,15 +248,25 @@ class Backoff:
         self.until.pop(batch_id, None)
 
 
+async def _started(batch: Batch) -> Batch:
+    """A batch left ``starting`` (its start was cut short, or is still under way elsewhere):
+    its remaining submissions stored, a chunk per hop to the database thread."""
+    while await sync_to_async(batch_store_next)(batch_id=batch.id):
+        pass
+    return await Batch.objects.aget(id=batch.id)
+
+
 async def work_batches(backoff: Backoff | None = None) -> int:
     """One round over every sending batch (but those ``backoff`` still holds after failed
-    rounds). Returns how many items were sent."""
+    rounds), starting those left starting first. Returns how many items were sent."""
     backoff = backoff or Backoff()
     sent = 0
     for batch in await sync_to_async(_sending_batches)(timezone.now()):
         if not backoff.due(batch.id):
             continue
         try:
+            if batch.state == BatchState.STARTING:
+                batch = await _started(batch)
             sent += await work_batch(batch)
         except Exception as error:
             pause = backoff.failed(batch.id)

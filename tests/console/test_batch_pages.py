@@ -13,7 +13,8 @@ from orbit_console.decisions.batchworker import work_batches
 from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.ledger.seed import seed_incident
-from tests.console.web import Console, signed_in, text_of
+from tests.console.web import Console, element, signed_in, text_of
+from tests.decisions.test_batches import needs_review_tasks
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
@@ -191,3 +192,23 @@ def test_business_keys_as_long_as_the_api_allows_are_selected_whole(
         assert keys == {task_id: f"{label}:{n}" for n, task_id in enumerate(incident)}
         assert len(keys[incident[0]]) == 507
         assert label in console.get(f"/batches/{batch.id}").text
+
+
+def test_a_template_too_large_once_filled_is_refused_at_the_result_naming_the_task(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 29: the decide step checks each filled-in result against the API's limit (O5)
+    before keeping anything; the error is shown at the result field and names the task."""
+    tasks = needs_review_tasks(world, 2, handler="h" * 200)
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        _, batch = new_batch(console, action="review", scope="ticked", task=tasks)
+        assert batch is not None
+        template = json.dumps(["{{handler}}"] * 1400)
+        answer = send(console, f"/batches/{batch.id}/decide", {**REVIEW, "result": template})
+        assert answer.status_code == 400
+        field = element(
+            answer.text, r'<div class="field has-error">\s*<label for="id_result">.*?</ul></div>'
+        )
+        assert f"Filled in for task {tasks[0]}, the result would be" in text_of(field)
+        batch.refresh_from_db()
+        assert batch.decision == ""

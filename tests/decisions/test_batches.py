@@ -9,17 +9,21 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
+from django.db import DatabaseError, IntegrityError, transaction
+from django.utils import timezone
 
 from orbit_console.client import OrbitClient, OrbitError, Task
 from orbit_console.decisions import batches
 from orbit_console.decisions.batches import Seen
 from orbit_console.decisions.batchworker import work_batches
 from orbit_console.decisions.models import (
+    Approval,
     Batch,
     BatchItem,
     BatchState,
     ConsoleEvent,
     ItemOutcome,
+    Submission,
     SubmissionState,
 )
 from orbit_console.decisions.proposals import ProposalRefused
@@ -33,9 +37,13 @@ from orbit_console.ledger.lifecycle import (
 from orbit_console.ledger.models import AttemptOutcome, OperationAudit, Queue
 from orbit_console.ledger.models import Task as LedgerTask
 from orbit_console.ledger.seed import seed_incident, seed_world
+from orbit_console.lib import strictjson
 from orbit_console.lib.ids import new_id
+from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
+from tests.approvals.conftest import required_policy
+from tests.audit.conftest import statements_refused
 from tests.support.orbit import post, review_body
 from tests.support.people import TestPerson, make_person
 
@@ -130,6 +138,8 @@ def test_a_batch_applies_one_review_per_eligible_task_exactly_once(
     with pytest.raises(ProposalRefused, match="6"):
         batches.batch_submit(batch, person=operator.user, typed_count=8)
     batch = batches.batch_submit(batch, person=operator.user, typed_count=6)
+    assert batch.state == BatchState.STARTING
+    batch = batches.batch_store(batch_id=batch.id)
     assert batch.state == BatchState.RUNNING
     # Stored before anything is sent: one submission per eligible item, its own key.
     items = list(BatchItem.objects.filter(batch=batch, ineligible="").select_related("submission"))
@@ -189,6 +199,7 @@ def test_pause_sends_nothing_and_cancel_stops_what_is_not_yet_sent(
     batch = select(world, supervisor, incident)
     batches.batch_decide(batch, person=supervisor.user, decision=DECISION)
     batches.batch_submit(batch, person=supervisor.user, typed_count=6)
+    batches.batch_store(batch_id=batch.id)
     batches.batch_pause(batch_id=batch.id, person=supervisor.user)
     run_worker()
     assert not OperationAudit.objects.filter(task_id__in=incident, action="task.review").exists()
@@ -223,7 +234,7 @@ def test_four_eyes_a_batch_is_one_proposal_nobody_approves_their_own(
     with pytest.raises(ProposalRefused, match="supervisor"):
         batches.batch_approve(batch_id=batch.id, approver=make_person(world, "operator").user)
     batch = batches.batch_approve(batch_id=batch.id, approver=supervisor.user, note="checked")
-    assert batch.state == BatchState.RUNNING and batch.sent_as_id == supervisor.user.pk
+    assert batch.state == BatchState.STARTING and batch.sent_as_id == supervisor.user.pk
     with pytest.raises(ProposalRefused):
         batches.batch_approve(batch_id=batch.id, approver=other.user)
     run_worker()
@@ -381,6 +392,7 @@ def test_the_worker_ends_an_item_that_has_no_submission(
     batch = select(world, supervisor, incident[:2])
     batches.batch_decide(batch, person=supervisor.user, decision=DECISION)
     batches.batch_submit(batch, person=supervisor.user, typed_count=2)
+    batches.batch_store(batch_id=batch.id)
     orphan = BatchItem.objects.create(
         batch=batch, task_id=new_id(), seen_state="NEEDS_REVIEW", seen_revision="3"
     )
@@ -416,3 +428,187 @@ RESULT_OF_ALL = json.dumps(
         "kept": "{{unknown}} {{ id }}",
     }
 )
+
+
+def test_a_batch_waits_for_as_many_approvals_as_a_single_proposal(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str], settings: Any
+) -> None:
+    """One four-eyes policy for both: with two approvers required, one supervisor's approval
+    is recorded and the batch waits; the same supervisor cannot count twice; the second
+    starts it, sent as that supervisor (AU6)."""
+    settings.CONSOLE_APPROVAL_POLICY = required_policy(approvers=2)
+    operator, first, second = (
+        people["operator"],
+        people["supervisor"],
+        make_person(world, "supervisor"),
+    )
+    batch = select(world, operator, incident[:3])
+    batches.batch_decide(batch, person=operator.user, decision=DECISION)
+    batch = batches.batch_submit(batch, person=operator.user, typed_count=3)
+    assert batch.state == BatchState.PROPOSED and batch.required_approvals == 2
+
+    batch = batches.batch_approve(batch_id=batch.id, approver=first.user, note="looks right")
+    assert batch.state == BatchState.PROPOSED
+    assert not Submission.objects.filter(task_id__in=incident[:3]).exists()
+    run_worker()
+    assert not OperationAudit.objects.filter(task_id__in=incident, action="task.review").exists()
+    with pytest.raises(ProposalRefused, match="already approved"):
+        batches.batch_approve(batch_id=batch.id, approver=first.user)
+    assert [a.approver_id for a in batches.approvals_of(batch)] == [first.user.pk]
+    [awaiting] = [b for b in batches.awaiting_approval(load(first)) if b.id == batch.id]
+    assert (awaiting.eligible, awaiting.approved) == (3, 1)
+
+    batch = batches.batch_approve(batch_id=batch.id, approver=second.user, note="agreed")
+    assert batch.state == BatchState.STARTING and batch.sent_as_id == second.user.pk
+    run_worker()
+    batch.refresh_from_db()
+    assert batches.outcome_counts(batch) == {ItemOutcome.APPLIED: 3}
+    approvals = Approval.objects.filter(batch=batch).order_by("created_at", "id")
+    assert [(a.approver_id, a.note) for a in approvals] == [
+        (first.user.pk, "looks right"),
+        (second.user.pk, "agreed"),
+    ]
+    events = ConsoleEvent.objects.filter(batch=batch, kind="batch.approved").order_by("seq")
+    assert [e.actor_id for e in events] == [first.user.pk, second.user.pk]
+    actors = set(
+        OperationAudit.objects.filter(task_id__in=incident[:3], action="task.review").values_list(
+            "actor_id", flat=True
+        )
+    )
+    assert len(actors) == 1  # the second supervisor's credential sent every item
+
+
+def test_an_approval_approves_exactly_one_proposal_or_batch(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str]
+) -> None:
+    """The database holds the one-approvals-model rule: one thing approved, once per person."""
+    supervisor = people["supervisor"]
+    batch = select(world, people["operator"], incident[:1])
+    now = timezone.now()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Approval.objects.create(approver=supervisor.user, created_at=now)
+    Approval.objects.create(batch=batch, approver=supervisor.user, created_at=now)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Approval.objects.create(batch=batch, approver=supervisor.user, created_at=now)
+
+
+def load(person: TestPerson):  # type: ignore[no-untyped-def]
+    from orbit_console.people.person import load_person, user_with_person
+
+    return load_person(user_with_person(person.user.pk))  # type: ignore[arg-type]
+
+
+# --- A large batch: checked before anything is kept, started in bounded transactions -----------
+
+
+def test_a_result_too_large_once_filled_is_refused_before_anything_is_kept(
+    world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """O5: the API takes a result of at most 256 KiB. A template short enough to type grows
+    past that once each task's 200-character handler is filled in: refused at decide, naming
+    the task, and at confirm for a decision kept before the check."""
+    supervisor = people["supervisor"]
+    tasks = needs_review_tasks(world, 3, handler="h" * 200)
+    batch = select(world, supervisor, tasks)
+    template = json.dumps(["{{handler}}"] * 1400)  # 21 KiB typed, 290 KB filled in
+    decision = DECISION | {"result": template}
+    assert len(template) < MAX_RESULT_BYTES
+    with pytest.raises(batches.ResultTooLarge, match=tasks[0]) as refused:
+        batches.batch_decide(batch, person=supervisor.user, decision=decision)
+    assert refused.value.field == "result" and "256.0\xa0KB" in str(refused.value)
+    batch.refresh_from_db()
+    assert batch.decision == ""
+
+    Batch.objects.filter(id=batch.id).update(decision=json.dumps(decision, sort_keys=True))
+    batch.refresh_from_db()
+    with pytest.raises(ProposalRefused, match=tasks[0]):
+        batches.batch_submit(batch, person=supervisor.user, typed_count=3)
+    batch.refresh_from_db()
+    assert batch.state == BatchState.DRAFT
+    assert not Submission.objects.filter(task_id__in=tasks).exists()
+
+    fits = DECISION | {"result": json.dumps(["{{handler}}"] * 1200)}  # 244 KB filled in
+    batches.batch_decide(batch, person=supervisor.user, decision=fits)
+    batches.batch_submit(batch, person=supervisor.user, typed_count=3)
+    run_worker()
+    assert batches.outcome_counts(batch) == {ItemOutcome.APPLIED: 3}  # the API took them
+
+
+def test_the_size_of_a_filled_result_is_counted_exactly(
+    world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """The check counts instead of filling in: it must count what item_body sends, byte for
+    byte, whatever the fields hold (quotes, backslashes, controls, other scripts)."""
+    supervisor = people["supervisor"]
+    keys = ['quote" back\\slash', "tab\tnew\nline\u0001", "日本語 ключ 🚀", ""]
+    tasks = [
+        needs_review_tasks(world, 1, handler=f"h{n}.{{{{id}}}}", business_key=key)[0]
+        for n, key in enumerate(keys)
+    ]
+    batch = select(world, supervisor, tasks)
+    result = {
+        "all": "{{id}}|{{queue_id}}|{{handler}}|{{business_key}}|{{revision}}",
+        "{{business_key}}": ["{{business_key}}{{business_key}}", 9007199254740993, {"x": "{{"}],
+    }
+    decided = DECISION | {"result": json.dumps(result)}
+    Batch.objects.filter(id=batch.id).update(decision=json.dumps(decided))
+    batch.refresh_from_db()
+    sizes = dict(batches.filled_sizes(batch, decided))
+    assert len(sizes) == 4
+    for item, size in sizes.items():
+        sent = strictjson.loads(batches.item_body(batch, item))["result"]
+        assert size == len(strictjson.dumps(sent).encode()), item.business_key
+
+
+def test_a_start_is_stored_in_chunks_and_resumed_after_a_failure_nothing_sent_before(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str], settings: Any
+) -> None:
+    """C9, I1: each chunk of submissions is its own transaction; a chunk that fails leaves
+    nothing of itself, the batch stays starting and sends nothing, and the worker resumes it:
+    every task decided exactly once, and no item sent before every submission was stored."""
+    settings.CONSOLE_BATCH_START_CHUNK = 2
+    supervisor = people["supervisor"]
+    batch = select(world, supervisor, incident[:5])
+    batches.batch_decide(batch, person=supervisor.user, decision=DECISION)
+    batch = batches.batch_submit(batch, person=supervisor.user, typed_count=5)
+    assert batch.state == BatchState.STARTING
+    assert batches.batch_store_next(batch_id=batch.id) is True
+    stored = Submission.objects.filter(task_id__in=incident[:5])
+    assert stored.count() == 2
+    refused = statements_refused("decisions_batchitem", "UPDATE", "items unavailable (test)")
+    with refused, pytest.raises(DatabaseError, match="items unavailable"):
+        batches.batch_store_next(batch_id=batch.id)
+    assert stored.count() == 2  # the failed chunk left nothing behind
+    batch.refresh_from_db()
+    assert batch.state == BatchState.STARTING and batch.started_at is None
+    assert set(stored.values_list("send_count", flat=True)) == {0}
+
+    run_worker()  # the worker finds it starting: stores the rest, then sends
+    batch.refresh_from_db()
+    assert batch.state == BatchState.FINISHED
+    assert batches.outcome_counts(batch) == {ItemOutcome.APPLIED: 5}
+    for task_id in incident[:5]:
+        assert OperationAudit.objects.filter(task_id=task_id, action="task.review").count() == 1
+    events = list(ConsoleEvent.objects.filter(task_id__in=incident[:5]).order_by("seq"))
+    started = ConsoleEvent.objects.get(batch=batch, kind="batch.started").seq
+    assert max(e.seq for e in events if e.kind == "submission.stored") < started
+    assert min(e.seq for e in events if e.kind == "submission.sent") > started
+
+
+def test_a_starting_batch_can_be_cancelled_and_nothing_of_it_is_sent(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str], settings: Any
+) -> None:
+    settings.CONSOLE_BATCH_START_CHUNK = 2
+    supervisor = people["supervisor"]
+    batch = select(world, supervisor, incident[:5])
+    batches.batch_decide(batch, person=supervisor.user, decision=DECISION)
+    batches.batch_submit(batch, person=supervisor.user, typed_count=5)
+    batches.batch_store_next(batch_id=batch.id)
+    batch = batches.batch_cancel(batch_id=batch.id, person=supervisor.user)
+    assert batches.batch_store_next(batch_id=batch.id) is False  # a resumer stores no more
+    run_worker()
+    batch.refresh_from_db()
+    assert batch.state == BatchState.CANCELLED and batch.finished_at is not None
+    assert batches.outcome_counts(batch) == {ItemOutcome.CANCELLED: 5}
+    assert not OperationAudit.objects.filter(task_id__in=incident, action="task.review").exists()
+    assert Submission.objects.filter(task_id__in=incident[:5]).count() == 2

@@ -612,3 +612,25 @@ def test_a_starting_batch_can_be_cancelled_and_nothing_of_it_is_sent(
     assert batches.outcome_counts(batch) == {ItemOutcome.CANCELLED: 5}
     assert not OperationAudit.objects.filter(task_id__in=incident, action="task.review").exists()
     assert Submission.objects.filter(task_id__in=incident[:5]).count() == 2
+
+
+def test_the_migration_keeps_the_approver_of_batches_approved_before_as_an_approval(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str]
+) -> None:
+    operator, supervisor = people["operator"], people["supervisor"]
+    batch = select(world, operator, incident[:1])
+    now = timezone.now()
+    Batch.objects.filter(id=batch.id).update(  # as batch_approve left it until now
+        state=BatchState.FINISHED, decided_by=supervisor.user, decided_at=now, decision_note="ok"
+    )
+    migration = importlib.import_module(
+        "orbit_console.decisions.migrations.0006_approvals_of_batches"
+    )
+    migration.approvals_of_approved_batches(django_apps, None)
+    migration.approvals_of_approved_batches(django_apps, None)  # once only
+    [approval] = Approval.objects.filter(batch=batch)
+    assert (approval.approver_id, approval.note, approval.created_at) == (
+        supervisor.user.pk,
+        "ok",
+        now,
+    )

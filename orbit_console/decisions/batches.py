@@ -668,6 +668,14 @@ def _final(batch: Batch) -> str:
     return BatchState.CANCELLED if batch.state == BatchState.CANCELLED else BatchState.FINISHED
 
 
+def record_batch_export(batch: Batch, *, actor: User, fmt: str) -> None:
+    """An export of a batch's outcomes is recorded (``batch.exported``), with its format and
+    time, as an export of the console's record is (``record_export``)."""
+    now = timezone.now()
+    note = json.dumps({"format": fmt, "exported_at": now.isoformat()}, sort_keys=True)
+    record_event("batch.exported", batch=batch, actor=actor, note=note, now=now)
+
+
 def outcome_counts(batch: Batch) -> dict[str, int]:
     """Items by outcome ("" for those still on their way)."""
     rows = batch.items.values_list("outcome").annotate(n=Count("id")).values_list("outcome", "n")

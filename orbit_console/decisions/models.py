@@ -288,6 +288,7 @@ EVENT_LABELS = {
     "batch.resumed": _("Batch resumed"),
     "batch.cancelled": _("Batch cancelled: what was not sent will not be"),
     "batch.finished": _("Batch finished"),
+    "batch.exported": _("Batch outcomes exported"),
     "submission.cancelled": _("Cancelled before it was sent"),
     "submission.followed": _("What the decision led to has ended"),
 }

@@ -10,7 +10,13 @@ import httpx
 from asgiref.sync import async_to_sync
 
 from orbit_console.decisions.batchworker import work_batches
-from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
+from orbit_console.decisions.models import (
+    Batch,
+    BatchItem,
+    BatchState,
+    ConsoleEvent,
+    ItemOutcome,
+)
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.ledger.seed import seed_incident
 from tests.console.web import Console, element, signed_in, text_of
@@ -212,3 +218,28 @@ def test_a_template_too_large_once_filled_is_refused_at_the_result_naming_the_ta
         assert f"Filled in for task {tasks[0]}, the result would be" in text_of(field)
         batch.refresh_from_db()
         assert batch.decision == ""
+
+
+def test_the_csv_export_defuses_formulas_and_every_export_is_recorded(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 29: a business key a spreadsheet would run as a formula is exported as text (one
+    helper for every CSV export, lib/csvcells.py), and an export of a batch's outcomes is in
+    the console's record, as an export of the record itself is."""
+    formula = '=HYPERLINK("http://evil.example","x")'
+    [task_id] = needs_review_tasks(world, 1, business_key=formula)
+    supervisor = people["supervisor"]
+    with signed_in(orbit_server.url, supervisor) as console:
+        _, batch = new_batch(console, action="review", scope="ticked", task=[task_id])
+        assert batch is not None
+        exported = console.get(f"/batches/{batch.id}/outcomes.csv").text
+        [row] = csv.DictReader(io.StringIO(exported))
+        assert row["business_key"] == "'" + formula
+        lines = console.get(f"/batches/{batch.id}/outcomes.jsonl").text.splitlines()
+        assert json.loads(lines[0])["business_key"] == formula  # JSON is data already
+    records = ConsoleEvent.objects.filter(batch=batch, kind="batch.exported").order_by("seq")
+    assert [(r.actor_id, json.loads(r.note)["format"]) for r in records] == [
+        (supervisor.user.pk, "csv"),
+        (supervisor.user.pk, "jsonl"),
+    ]
+    assert all(r.namespace_id == world["namespace_id"] for r in records)

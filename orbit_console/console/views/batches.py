@@ -3,8 +3,6 @@ the progress live; export the outcomes. The rules live in ``decisions/batches.py
 read the tasks as the person (the API's scope and permissions apply) and show the steps."""
 
 import asyncio
-import csv
-import io
 import itertools
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -34,6 +32,7 @@ from orbit_console.console.views.common import NoCredentialError, arender, conso
 from orbit_console.decisions import batches
 from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
 from orbit_console.decisions.proposals import ProposalRefused
+from orbit_console.lib import csvcells
 from orbit_console.lib.ids import is_id
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import SUPERVISOR, Person, orbit_client
@@ -434,10 +433,13 @@ def _export_rows(batch: Batch) -> Iterator[dict[str, str]]:
 @require_GET
 @console_view
 async def batch_export(request: HttpRequest, batch_id: str, fmt: str) -> HttpResponseBase:
-    """The items' outcomes, streamed: CSV or JSON Lines."""
+    """The items' outcomes, streamed: CSV or JSON Lines. The export is recorded first, as an
+    export of the audit record is."""
     if fmt not in ("csv", "jsonl"):
         raise Http404
-    batch = await sync_to_async(_visible)(_person(request), batch_id)
+    person = _person(request)
+    batch = await sync_to_async(_visible)(person, batch_id)
+    await sync_to_async(batches.record_batch_export)(batch, actor=person.user, fmt=fmt)
     rows = _export_rows(batch)
 
     def lines() -> Iterator[str]:
@@ -445,15 +447,9 @@ async def batch_export(request: HttpRequest, batch_id: str, fmt: str) -> HttpRes
             for row in rows:
                 yield json.dumps(row, ensure_ascii=False) + "\n"
             return
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=EXPORT_FIELDS)
-        writer.writeheader()
+        yield csvcells.lines([EXPORT_FIELDS])
         for row in rows:
-            writer.writerow(row)
-            yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-        yield buffer.getvalue()
+            yield csvcells.lines([[row[name] for name in EXPORT_FIELDS]])
 
     def some(chunks: Iterator[str]) -> str:
         """The next rows, a few hundred at a time: one trip to the database thread each."""

@@ -340,14 +340,12 @@ def filled_sizes(batch: Batch, decided: dict[str, Any]) -> Iterator[tuple[BatchI
         return
     for item in items.iterator(chunk_size=1000):
         values = template_values(item)
-        # A field's value replaces its placeholder: its escaped text without the quotes.
-        yield (
-            item,
-            size
-            + sum(
-                n * (_json_bytes(values[name]) - 2 - len(name) - 4) for name, n in counts.items()
-            ),
+        # Each "{{name}}" (its length plus four braces) gives way to the field's escaped text
+        # (its JSON without the two quotes).
+        grown = sum(
+            n * (_json_bytes(values[name]) - 2 - (len(name) + 4)) for name, n in counts.items()
         )
+        yield item, size + grown
 
 
 _FIELD_COLUMNS = {
@@ -505,7 +503,8 @@ def batch_store_next(*, batch_id: str) -> bool:
     has a decision (made elsewhere meanwhile) is not decided twice: its item ends as
     ``taken``."""
     with transaction.atomic():
-        batch = Batch.objects.select_for_update().select_related("created_by").get(id=batch_id)
+        # Only the batch's row is locked (its people are read once each, unlocked).
+        batch = _locked(batch_id)
         if batch.state != BatchState.STARTING:
             return False
         chunk = settings.CONSOLE_BATCH_START_CHUNK

@@ -119,6 +119,7 @@ def main() -> None:
     batches.batch_decide(batch, person=user, decision=decision)
     started = time.perf_counter()
     batches.batch_submit(batch, person=user, typed_count=len(task_ids))
+    batches.batch_store(batch_id=batch.id)  # as the confirm page does, a chunk at a time
     start_seconds = time.perf_counter() - started
 
     extra = {"REDIS_URL": args.redis_url} if args.redis_url else {}

@@ -394,6 +394,10 @@ CONSOLE_BATCH_MAX_TASKS = env_int("CONSOLE_BATCH_MAX_TASKS", 10_000, minimum=1)
 CONSOLE_BATCH_CONCURRENCY = env_int("CONSOLE_BATCH_CONCURRENCY", 8, minimum=1)
 CONSOLE_BATCH_RATE = env_int("CONSOLE_BATCH_RATE", 200, minimum=1)
 CONSOLE_BATCH_CLAIM_SECONDS = env_int("CONSOLE_BATCH_CLAIM_SECONDS", 30, minimum=1)
+# Starting a batch stores its submissions this many to a transaction (docs/bulk.md): each
+# transaction holds the record's chain head, which every console decision needs, so its
+# length bounds how long a large batch makes others wait (docs/performance.md).
+CONSOLE_BATCH_START_CHUNK = env_int("CONSOLE_BATCH_START_CHUNK", 200, minimum=1)
 # Which process sends them: "auto" (the server with the in-memory channel layer, whose sockets
 # the pushes must reach; the reconciler when the layer is shared), "server" or "reconciler".
 CONSOLE_BATCH_WORKER = env_str("CONSOLE_BATCH_WORKER", "auto")

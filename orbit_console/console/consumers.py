@@ -1,8 +1,13 @@
 """The console's live lists.
 
+Every socket stays authorised as its page would be (``lib/rechecked.py``, as the timeline's):
+the person is read again from the database every ``CONSOLE_ACCESS_SECONDS``, and before any
+push on an answer older than twice that; a person who no longer may see the page — their
+role, their credential or their account taken away — is closed out with 4403 and gets no
+further push.
+
 - The supervisors' approvals queue, ``/ws/approvals``: new proposals and batches appear and
-  decided ones disappear without a reload. Only supervisors connect; the role is re-read from
-  the database on every push, so a person who loses it stops receiving.
+  decided ones disappear without a reload. Only supervisors connect, and stay.
 - A batch's progress, ``/ws/batches/<id>``: counts, rate and latest items as they land.
 - A person's decisions, ``/ws/decisions``: what each led to, as it moves (I2).
 - The work queue's rows, ``/ws/queue?rows=<token>``: a row whose task moves (reviewed,
@@ -19,6 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.core import signing
+from django.db.models import Count
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
@@ -40,14 +46,37 @@ from orbit_console.lib.live import (
     person_group,
     task_group,
 )
+from orbit_console.lib.rechecked import Rechecked
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.people.access import can_read_task
-from orbit_console.people.person import SUPERVISOR, Person, load_person
+from orbit_console.people.person import SUPERVISOR, Person, person_now
 
 logger = logging.getLogger("orbit.console.live")
 
 
-class _OneGroupConsumer(AsyncWebsocketConsumer):
+class _Console(Rechecked, AsyncWebsocketConsumer):
+    """A console socket that stays authorised: ``still_allowed`` reads the person afresh
+    (``person_now``) and applies its page's rule (``allows``)."""
+
+    user: Any
+    person: Person
+
+    def recheck_seconds(self) -> float:
+        return float(settings.CONSOLE_ACCESS_SECONDS)
+
+    async def still_allowed(self) -> bool:
+        person = await database_sync_to_async(person_now)(self.user.pk)
+        if person is None or not await self.allows(person):
+            return False
+        self.person = person
+        return True
+
+    async def allows(self, person: Person) -> bool:
+        """Whether the page this socket belongs to would show itself to ``person``."""
+        raise NotImplementedError
+
+
+class _OneGroupConsumer(_Console):
     """A page's socket that follows one group, renders in the reader's language and zone, and
     is counted while open (``orbit_websockets_open``)."""
 
@@ -61,8 +90,14 @@ class _OneGroupConsumer(AsyncWebsocketConsumer):
         self.group = group
         await self.accept()
         WEBSOCKETS_OPEN.labels(consumer=self.kind).inc()
+        self.start_rechecking()
+
+    async def leave(self) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def disconnect(self, code: int) -> None:
+        self.stop_rechecking()
         if self.group:
             WEBSOCKETS_OPEN.labels(consumer=self.kind).dec()
             await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -81,30 +116,26 @@ class ApprovalsConsumer(_OneGroupConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.user = user
-        if not await self._is_supervisor():
+        if not await self.still_allowed():
             await self.close(code=CLOSE_FORBIDDEN)
             return
         await self.open_on(APPROVALS_GROUP)
 
-    @database_sync_to_async
-    def _is_supervisor(self) -> bool:
-        return self.user.groups.filter(name=SUPERVISOR).exists()
+    async def allows(self, person: Person) -> bool:
+        return person.has_role(SUPERVISOR)
 
     @database_sync_to_async
-    def _push(self, proposal_id: str) -> tuple[Person | None, Proposal | None]:
-        """The person if still a supervisor, and the proposal if it is one their queue shows
-        (their namespaces'): one trip to the database thread per push."""
-        person = load_person(self.user)
-        if person is None or not person.has_role(SUPERVISOR):
-            return None, None
+    def _push(self, person: Person, proposal_id: str) -> Proposal | None:
+        """The proposal if it is one the person's queue shows (their namespaces')."""
         proposals = visible_proposals(person).select_related("proposed_by")
-        return person, proposals.filter(id=proposal_id).first()
+        proposals = proposals.annotate(approved=Count("approvals"))
+        return proposals.filter(id=proposal_id).first()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
-        person, proposal = await self._push(message["proposal_id"])
-        if person is None:
-            await self.close(code=CLOSE_FORBIDDEN)
+        if not await self.may_push():
             return
+        person = self.person
+        proposal = await self._push(person, message["proposal_id"])
         if proposal is None:
             return
         try:
@@ -118,25 +149,22 @@ class ApprovalsConsumer(_OneGroupConsumer):
         await self.send(text_data=html)
 
     @database_sync_to_async
-    def _batch_push(self, batch_id: str) -> tuple[Person | None, Batch | None]:
-        """As ``_push``, for a batch: the person if still a supervisor, and the batch if they
-        see it (its namespace's credential reads every one of its tasks)."""
-        person = load_person(self.user)
-        if person is None or not person.has_role(SUPERVISOR):
-            return None, None
+    def _batch_push(self, person: Person, batch_id: str) -> Batch | None:
+        """As ``_push``, for a batch: the batch if the person sees it (its namespace's
+        credential reads every one of its tasks)."""
         batch = visible_batches(person.namespaces).filter(id=batch_id).first()
         if batch is None or not seen_by(person, batch):
-            return person, None
+            return None
         if batch.state != BatchState.PROPOSED:
-            return person, batch  # decided: its row goes
-        return person, next((b for b in awaiting_approval(person) if b.id == batch_id), None)
+            return batch  # decided: its row goes
+        return next((b for b in awaiting_approval(person) if b.id == batch_id), None)
 
     async def approvals_batch(self, message: dict[str, Any]) -> None:
-        """A batch was proposed (its row appears) or decided (its row goes)."""
-        person, batch = await self._batch_push(message["batch_id"])
-        if person is None:
-            await self.close(code=CLOSE_FORBIDDEN)
+        """A batch was proposed (its row appears), approved once more (its row, counted again)
+        or decided (its row goes)."""
+        if not await self.may_push():
             return
+        batch = await self._batch_push(self.person, message["batch_id"])
         if batch is None:
             return
         with translation.override(self.language), timezone.override(self.zone):
@@ -172,8 +200,9 @@ def rows_of(token: str, user_id: int) -> list[str] | None:
     return task_ids
 
 
-class QueueRowsConsumer(AsyncWebsocketConsumer):
-    person: Person
+class QueueRowsConsumer(_Console):
+    """``/ws/queue``: open while the person holds a credential (the work queue's rule); each
+    row's push is then checked against the API with their credentials as they are now."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -182,11 +211,11 @@ class QueueRowsConsumer(AsyncWebsocketConsumer):
             return
         query = parse_qs(self.scope.get("query_string", b"").decode("ascii", "replace"))
         rows = rows_of((query.get("rows") or [""])[0], user.pk)
-        person = await database_sync_to_async(load_person)(user)
-        if rows is None or person is None:
+        self.user = user
+        if rows is None or not await self.still_allowed():
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        self.person, self.rows = person, set(rows)
+        self.rows = set(rows)
         self.language, self.zone = reader_of(self.scope)
         self.groups_joined: list[str] = []
         for task_id in rows:
@@ -196,13 +225,21 @@ class QueueRowsConsumer(AsyncWebsocketConsumer):
         await self.accept()
         WEBSOCKETS_OPEN.labels(consumer="queue").inc()
         self.counted = True
+        self.start_rechecking()
+
+    async def allows(self, person: Person) -> bool:
+        return bool(person.credentials)
+
+    async def leave(self) -> None:
+        for group in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
 
     async def disconnect(self, code: int) -> None:
+        self.stop_rechecking()
         if getattr(self, "counted", False):
             WEBSOCKETS_OPEN.labels(consumer="queue").dec()
             self.counted = False
-        for group in getattr(self, "groups_joined", []):
-            await self.channel_layer.group_discard(group, self.channel_name)
+        await self.leave()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page only listens; anything it sends is ignored."""
@@ -211,7 +248,7 @@ class QueueRowsConsumer(AsyncWebsocketConsumer):
         """One of the person's credentials reads the task, as the API answered within
         ``CONSOLE_ACCESS_SECONDS`` (asked now when older): never a push on a stale verdict,
         and none while the API does not answer (fail closed)."""
-        if task_id not in self.rows:
+        if task_id not in self.rows or not await self.may_push():
             return False
         try:
             return await can_read_task(self.person, task_id)
@@ -257,9 +294,17 @@ class DecisionsConsumer(_OneGroupConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.user = user
+        if not await self.still_allowed():
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
         await self.open_on(person_group(user.pk))
 
+    async def allows(self, person: Person) -> bool:
+        return True  # their own decisions, while they may sign in
+
     async def decision_followed(self, message: dict[str, Any]) -> None:
+        if not await self.may_push():
+            return
         html = await self._row(message["submission_id"])
         if html:
             await self.send(text_data=html)
@@ -282,7 +327,7 @@ class DecisionsConsumer(_OneGroupConsumer):
 # --- A batch's progress -------------------------------------------------------------------------
 
 
-class BatchProgressConsumer(AsyncWebsocketConsumer):
+class BatchProgressConsumer(_Console):
     """``/ws/batches/<id>``: the batch page's state, counts, rate, time left and latest items,
     pushed as the batch is approved or rejected and as the worker settles its items
     (docs/bulk.md). The current state is sent on connecting, so a page that reconnects after a
@@ -296,9 +341,9 @@ class BatchProgressConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        self.user = user
         self.batch_id = self.scope["url_route"]["kwargs"]["batch_id"]
-        person = await database_sync_to_async(load_person)(user)
-        if person is None or not is_id(self.batch_id) or not await self._visible(person):
+        if not is_id(self.batch_id) or not await self.still_allowed():
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.language, self.zone = reader_of(self.scope)
@@ -308,9 +353,18 @@ class BatchProgressConsumer(AsyncWebsocketConsumer):
         await self.accept()
         WEBSOCKETS_OPEN.labels(consumer="batch").inc()
         self.counted = True
+        self.start_rechecking()
         await self.batch_progress({})
 
+    async def allows(self, person: Person) -> bool:
+        return await self._visible(person)
+
+    async def leave(self) -> None:
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(batch_group(self.batch_id), self.channel_name)
+
     async def disconnect(self, code: int) -> None:
+        self.stop_rechecking()
         if getattr(self, "counted", False):
             WEBSOCKETS_OPEN.labels(consumer="batch").dec()
             self.counted = False
@@ -337,6 +391,8 @@ class BatchProgressConsumer(AsyncWebsocketConsumer):
 
     async def batch_progress(self, message: dict[str, Any]) -> None:
         """Send the fragment when it changed (pushes come faster than what they show)."""
+        if not await self.may_push():
+            return
         html = await self._render()
         if html != self.last:
             self.last = html

@@ -1,10 +1,8 @@
 """The audit explorer's reads: the console's append-only record, filtered, keyset-paged and
 streamed for export in bounded memory."""
 
-import csv
-import io
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Lower
 
 from orbit_console.decisions.models import ConsoleEvent
+from orbit_console.lib import csvcells
 from orbit_console.lib.keyset import older_than
 from orbit_console.lib.rfc3339 import format_utc
 
@@ -185,23 +184,10 @@ class CsvRender:
     extension = "csv"
 
     def header(self) -> str:
-        return self._write([EXPORT_FIELDS])
+        return csvcells.lines([EXPORT_FIELDS])
 
     def line(self, row: dict[str, Any]) -> str:
-        return self._write([[_cell(row[name]) for name in EXPORT_FIELDS]])
-
-    @staticmethod
-    def _write(rows: Iterable[list[Any]]) -> str:
-        buffer = io.StringIO()
-        csv.writer(buffer).writerows(rows)
-        return buffer.getvalue()
-
-
-def _cell(value: Any) -> Any:
-    """Text a spreadsheet would run as a formula is prefixed with an apostrophe (CSV injection)."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+        return csvcells.lines([[row[name] for name in EXPORT_FIELDS]])
 
 
 class JsonLinesRender:

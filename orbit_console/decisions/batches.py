@@ -8,15 +8,20 @@ A batch moves through the same three steps as one task's decision:
   review's outcome and result (one for all, or a template filled in with each task's fields)
   or a retry's budget;
 - **confirm** (``batch_submit``): the count typed back. Under the approval policy the batch is
-  one proposal (``batch_approve``, four eyes, never by its author); otherwise it starts at once.
+  one proposal (``batch_approve``, four eyes, never by its author: the same ``Approval`` records
+  and the same number of approvers as a single decision's); otherwise it starts at once.
 
-Starting stores one durable submission per eligible task — its own idempotency key, its pinned
-revision, its exact body — in one transaction, before anything is sent. The worker
-(``decisions/batchworker.py``) sends them.
+Each filled-in request is checked against the API's limits before anything is kept
+(``too_large``). Starting stores one durable submission per eligible task — its own idempotency
+key, its pinned revision, its exact body — in chunks of ``CONSOLE_BATCH_START_CHUNK``, each
+its own short transaction (``batch_store``), while the batch is ``starting``; only when every
+one is stored does it become ``running``, and only then does the worker
+(``decisions/batchworker.py``) send any. A start cut short (a crash) is resumed by the worker.
 """
 
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -25,12 +30,14 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from orbit_console.client import RetryTaskRequest, ReviewTaskRequest, Task
 from orbit_console.decisions.models import (
+    Approval,
     Batch,
     BatchItem,
     BatchState,
@@ -135,7 +142,15 @@ def batch_create(
 def _item(batch: Batch, entry: Seen, action: str) -> BatchItem:
     task = entry.task
     if task is None:
-        return BatchItem(batch=batch, task_id=entry.task_id, seen_state="", ineligible="not_found")
+        # Left out like any ineligible task, and so settled from the start: an item without an
+        # outcome is one the worker still waits for, and it would wait for ever.
+        return BatchItem(
+            batch=batch,
+            task_id=entry.task_id,
+            seen_state="",
+            ineligible="not_found",
+            outcome=ItemOutcome.SKIPPED,
+        )
     reason = ineligibility(task, action)
     return BatchItem(
         batch=batch,
@@ -174,21 +189,38 @@ def awaiting_approval(person: Person) -> list[Batch]:
         visible_batches(person.namespaces)
         .filter(state=BatchState.PROPOSED)
         .select_related("created_by")
-        .annotate(eligible=Count("items", filter=Q(items__ineligible="")))
+        .annotate(
+            eligible=Count("items", filter=Q(items__ineligible=""), distinct=True),
+            approved=Count("approvals", distinct=True),
+        )
         .order_by("created_at")
     )
     return [batch for batch in query if seen_by(person, batch)]
 
 
+def approvals_of(batch: Batch) -> list[Approval]:
+    """The batch's approvals so far, oldest first, with their approvers."""
+    return list(batch.approvals.select_related("approver").order_by("created_at", "id"))
+
+
 # --- The decision -------------------------------------------------------------------------------
 
 
+class ResultTooLarge(ProposalRefused):
+    """Filled in for one of the tasks, the result is larger than the API takes: the decide
+    form shows this at the result."""
+
+    field = "result"
+
+
 def batch_decide(batch: Batch, *, person: User, decision: dict[str, Any]) -> Batch:
-    """Keep the decide step's cleaned fields (a draft only; the confirm step follows)."""
+    """Keep the decide step's cleaned fields (a draft only; the confirm step follows). A
+    result that the API would refuse for one of the tasks, once filled in, is not kept."""
     with transaction.atomic():
         locked = _locked(batch.id)
         _require_author(locked, person)
         _require(locked, BatchState.DRAFT)
+        _refuse_too_large(locked, decision)
         locked.decision = json.dumps(decision, sort_keys=True)
         locked.save(update_fields=["decision"])
     return locked
@@ -220,7 +252,7 @@ def item_body(batch: Batch, item: BatchItem) -> str:
     if batch.action == "review":
         result = strictjson.loads(decided["result"])
         if decided.get("template"):
-            result = _filled(result, item)
+            result = _filled(result, template_values(item))
         request = ReviewTaskRequest(
             expected_revision=item.seen_revision,
             reason=decided["reason"],
@@ -244,24 +276,123 @@ def item_body(batch: Batch, item: BatchItem) -> str:
     ).to_json(indent=2)
 
 
-def _filled(value: Any, item: BatchItem) -> Any:
-    """``value`` with "{{field}}" in its strings replaced by the item's task field."""
+# One pass over each string: a field's value is never searched again, so a handler that
+# contains "{{business_key}}" stays as it is.
+_PLACEHOLDER = re.compile(r"\{\{(" + "|".join(TEMPLATE_FIELDS) + r")\}\}")
+
+
+def template_values(item: BatchItem) -> dict[str, str]:
+    """What each template field becomes for ``item``."""
+    return {
+        "id": item.task_id,
+        "queue_id": item.queue_id,
+        "handler": item.handler,
+        "business_key": item.business_key,
+        "revision": item.seen_revision,
+    }
+
+
+def _filled(value: Any, values: dict[str, str]) -> Any:
+    """``value`` with "{{field}}" in its strings replaced by the task's field."""
     if isinstance(value, str):
-        fields = {
-            "id": item.task_id,
-            "queue_id": item.queue_id,
-            "handler": item.handler,
-            "business_key": item.business_key,
-            "revision": item.seen_revision,
-        }
-        for name, text in fields.items():
-            value = value.replace("{{" + name + "}}", text)
-        return value
+        return _PLACEHOLDER.sub(lambda match: values[match.group(1)], value)
     if isinstance(value, list):
-        return [_filled(v, item) for v in value]
+        return [_filled(v, values) for v in value]
     if isinstance(value, dict):
-        return {k: _filled(v, item) for k, v in value.items()}
+        return {k: _filled(v, values) for k, v in value.items()}
     return value
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    item: BatchItem
+    size: int  # bytes of the filled-in result, as the API measures it
+
+
+def too_large(batch: Batch, decided: dict[str, Any]) -> TooLarge | None:
+    """The first eligible task whose filled-in result the API would refuse for its size (O5:
+    at most ``MAX_RESULT_BYTES`` as sent), or ``None``."""
+    for item, size in filled_sizes(batch, decided):
+        if size > MAX_RESULT_BYTES:
+            return TooLarge(item, size)
+    return None
+
+
+def filled_sizes(batch: Batch, decided: dict[str, Any]) -> Iterator[tuple[BatchItem, int]]:
+    """Each eligible task, with the size of its result as ``item_body`` sends it compact; one
+    task only when the result is the same for all (no template fields in it).
+
+    ``item_body`` sends a result that large compact, and the API measures the result as sent,
+    so the limit holds for the compact text. Its size is counted, not built: the template's
+    compact size, plus for each placeholder in its strings what the task's field adds once
+    escaped as JSON (escaping is character by character, so the sizes add up). Checking
+    10 000 tasks against a large template takes milliseconds, not gigabytes of text."""
+    if batch.action != "review":
+        return  # a retry's body is the same small size for every task
+    result = strictjson.loads(decided["result"])
+    size = _json_bytes(result)
+    counts = _placeholders(result) if decided.get("template") else {}
+    items = eligible_items(batch).only("id", "batch_id", *_FIELD_COLUMNS.values())
+    if not counts:
+        first = items.first()
+        if first is not None:
+            yield first, size
+        return
+    for item in items.iterator(chunk_size=1000):
+        values = template_values(item)
+        # Each "{{name}}" (its length plus four braces) gives way to the field's escaped text
+        # (its JSON without the two quotes).
+        grown = sum(
+            n * (_json_bytes(values[name]) - 2 - (len(name) + 4)) for name, n in counts.items()
+        )
+        yield item, size + grown
+
+
+_FIELD_COLUMNS = {
+    "id": "task_id",
+    "queue_id": "queue_id",
+    "handler": "handler",
+    "business_key": "business_key",
+    "revision": "seen_revision",
+}
+
+
+def _json_bytes(value: Any) -> int:
+    return len(strictjson.dumps(value).encode())
+
+
+def _placeholders(value: Any) -> dict[str, int]:
+    """How often each template field is named in the strings of ``value``, counted as
+    ``_filled`` replaces them."""
+    counts: dict[str, int] = {}
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            for match in _PLACEHOLDER.finditer(current):
+                counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+        elif isinstance(current, list):
+            stack.extend(current)
+        elif isinstance(current, dict):
+            stack.extend(current.values())
+    return counts
+
+
+def _refuse_too_large(batch: Batch, decided: dict[str, Any]) -> None:
+    found = too_large(batch, decided)
+    if found is None:
+        return
+    raise ResultTooLarge(
+        _(
+            "Filled in for task %(task)s, the result would be %(size)s: the recovery API takes "
+            "at most %(limit)s. Shorten the result or its template, or leave that task out."
+        )
+        % {
+            "task": found.item.task_id,
+            "size": filesizeformat(found.size),
+            "limit": filesizeformat(MAX_RESULT_BYTES),
+        }
+    )
 
 
 # --- Confirm, approve, reject --------------------------------------------------------------------
@@ -273,7 +404,9 @@ def approval_required(action: str) -> bool:
 
 def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
     """The confirm step: the count typed back must be the eligible count. Under the approval
-    policy the batch becomes one proposal; otherwise it starts, sent as its author."""
+    policy the batch becomes one proposal; otherwise it starts, sent as its author: it is
+    returned ``starting``, and ``batch_store`` (its caller's next step, else the worker's)
+    stores its submissions."""
     with transaction.atomic():
         locked = _locked(batch.id)
         _require_author(locked, person)
@@ -287,6 +420,7 @@ def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
             raise ProposalRefused(
                 _("Type the number of tasks to be sent: %(count)s.") % {"count": eligible}
             )
+        _refuse_too_large(locked, locked.decided)
         now = timezone.now()
         if approval_required(locked.action):
             locked.state = BatchState.PROPOSED
@@ -299,7 +433,10 @@ def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
 
 
 def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
-    """A supervisor's approval starts the batch, sent as them. Nobody approves their own."""
+    """Record a supervisor's approval, as for a single proposal (``proposal_approve``): nobody
+    approves their own, nor twice. The last approval needed starts the batch, sent as that
+    supervisor (returned ``starting``: ``batch_store`` follows); until then it stays proposed,
+    and the approvals queue and the batch's page hear of each approval."""
     with transaction.atomic():
         batch = _locked(batch_id)
         _require(batch, BatchState.PROPOSED)
@@ -307,10 +444,17 @@ def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
             raise ProposalRefused(_("Nobody approves their own proposal."))
         if not approver.groups.filter(name=SUPERVISOR).exists():
             raise ProposalRefused(_("Only a supervisor can approve a proposal."))
+        if Approval.objects.filter(batch=batch, approver=approver).exists():
+            raise ProposalRefused(_("You have already approved this proposal."))
         now = timezone.now()
+        Approval.objects.create(batch=batch, approver=approver, note=note, created_at=now)
+        record_event("batch.approved", batch=batch, actor=approver, note=note, now=now)
+        if batch.approvals.count() < batch.required_approvals:
+            _announce(batch)
+            publish_progress(batch.id)
+            return batch
         batch.decided_by, batch.decided_at, batch.decision_note = approver, now, note
         batch.save(update_fields=["decided_by", "decided_at", "decision_note"])
-        record_event("batch.approved", batch=batch, actor=approver, note=note, now=now)
         started = _start(batch, sent_as=approver, now=now)
         _announce(started)
         return started
@@ -338,34 +482,77 @@ def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
 
 
 def _start(batch: Batch, *, sent_as: User, now: Any) -> Batch:
-    """Store one submission per eligible item, due now, in this transaction: nothing is sent
-    before every one of them is stored. A task whose revision already has a decision (made
-    elsewhere meanwhile) is not decided twice: its item ends as ``taken``."""
-    for item in eligible_items(batch):
-        created = submission_create(
-            action=batch.action,
-            task_id=item.task_id,
-            queue_id=item.queue_id,
-            namespace_id=batch.namespace_id,
-            expected_revision=item.seen_revision,
-            body=item_body(batch, item),
-            created_by=batch.created_by,
-            sent_as=sent_as,
-            batch=batch,
-        )
-        if created.created:
-            item.submission = created.submission
-            item.save(update_fields=["submission"])
-        else:
-            _settle_item(item, ItemOutcome.TAKEN, "", now)
-    Submission.objects.filter(batch_item__batch=batch).update(next_attempt_at=now)
-    batch.state = BatchState.RUNNING
+    """The decision is final: the batch is ``starting``, to be sent as ``sent_as`` once
+    ``batch_store`` has stored every one of its submissions."""
+    batch.state = BatchState.STARTING
     batch.sent_as = sent_as
-    batch.started_at = now
-    batch.save(update_fields=["state", "sent_as", "started_at"])
-    record_event("batch.started", batch=batch, actor=sent_as, now=now)
+    batch.save(update_fields=["state", "sent_as"])
     publish_progress(batch.id)
     return batch
+
+
+def batch_store_next(*, batch_id: str) -> bool:
+    """Store the submissions of the next ``CONSOLE_BATCH_START_CHUNK`` eligible items of a
+    starting batch, in one transaction; when none is left, the batch is ``running`` (the
+    "batch.started" entry) and the worker may send it. Whether more remain.
+
+    Each chunk holds the batch's row lock and the record's chain head for a bounded time
+    (docs/performance.md), instead of one transaction for the whole batch. Idempotent: an item
+    that has its submission, or its outcome, is done; the lock keeps two callers (the person's
+    request and a worker resuming) from storing one item twice. A task whose revision already
+    has a decision (made elsewhere meanwhile) is not decided twice: its item ends as
+    ``taken``."""
+    with transaction.atomic():
+        # Only the batch's row is locked (its people are read once each, unlocked).
+        batch = _locked(batch_id)
+        if batch.state != BatchState.STARTING:
+            return False
+        chunk = settings.CONSOLE_BATCH_START_CHUNK
+        waiting = eligible_items(batch).filter(outcome="", submission__isnull=True)
+        items = list(waiting[: chunk + 1])
+        now = timezone.now()
+        stored = [_store(batch, item, now) for item in items[:chunk]]
+        # Due at once, not after the grace a single decision gets: the worker sends nothing
+        # of a batch before it is running.
+        Submission.objects.filter(id__in=[s for s in stored if s]).update(next_attempt_at=now)
+        if len(items) > chunk:
+            publish_progress(batch.id)
+            return True
+        batch.state = BatchState.RUNNING
+        batch.started_at = now
+        batch.save(update_fields=["state", "started_at"])
+        record_event("batch.started", batch=batch, actor=batch.sent_as, now=now)
+        publish_progress(batch.id)
+        return False
+
+
+def batch_store(*, batch_id: str) -> Batch:
+    """Store every submission of a starting batch, chunk by chunk (``batch_store_next``)."""
+    while batch_store_next(batch_id=batch_id):
+        pass
+    return Batch.objects.get(id=batch_id)
+
+
+def _store(batch: Batch, item: BatchItem, now: Any) -> str:
+    """The item's submission, stored; its id, or "" when the revision was taken."""
+    assert batch.sent_as is not None  # noqa: S101 -- set when the batch started
+    created = submission_create(
+        action=batch.action,
+        task_id=item.task_id,
+        queue_id=item.queue_id,
+        namespace_id=batch.namespace_id,
+        expected_revision=item.seen_revision,
+        body=item_body(batch, item),
+        created_by=batch.created_by,
+        sent_as=batch.sent_as,
+        batch=batch,
+    )
+    if not created.created:
+        _settle_item(item, ItemOutcome.TAKEN, "", now)
+        return ""
+    item.submission = created.submission
+    item.save(update_fields=["submission"])
+    return created.submission.id
 
 
 # --- Pause, resume, cancel ----------------------------------------------------------------------
@@ -381,11 +568,12 @@ def batch_resume(*, batch_id: str, person: User) -> Batch:
 
 def batch_cancel(*, batch_id: str, person: User) -> Batch:
     """Stop what is not yet sent: those submissions are closed as cancelled (their decision
-    slots freed); what was sent is still followed to its answer."""
+    slots freed), and so are the items of a starting batch not stored yet; what was sent is
+    still followed to its answer."""
     with transaction.atomic():
         batch = _locked(batch_id)
         _may_steer(batch, person)
-        _require(batch, BatchState.RUNNING, BatchState.PAUSED)
+        _require(batch, BatchState.STARTING, BatchState.RUNNING, BatchState.PAUSED)
         now = timezone.now()
         unsent = Submission.objects.select_for_update().filter(
             batch_item__batch=batch, state=SubmissionState.PENDING, send_count=0
@@ -400,10 +588,12 @@ def batch_cancel(*, batch_id: str, person: User) -> Batch:
         BatchItem.objects.filter(submission_id__in=ids).update(
             outcome=ItemOutcome.CANCELLED, settled_at=now
         )
+        unstored = eligible_items(batch).filter(outcome="", submission__isnull=True)
+        not_sent = len(ids) + unstored.update(outcome=ItemOutcome.CANCELLED, settled_at=now)
         batch.state = BatchState.CANCELLED
         batch.save(update_fields=["state"])
         record_event(
-            "batch.cancelled", batch=batch, actor=person, note=f"{len(ids)} not sent", now=now
+            "batch.cancelled", batch=batch, actor=person, note=f"{not_sent} not sent", now=now
         )
         finish_if_done(batch, now)
         publish_progress(batch.id)
@@ -438,9 +628,16 @@ def _settle_item(item: BatchItem, outcome: str, error_code: str, now: Any) -> No
     item.save(update_fields=["outcome", "error_code", "settled_at"])
 
 
-def settle(item: BatchItem, submission: Submission, *, revision_moved: bool) -> bool:
-    """Record what a definite answer means for the item; ``False`` while it has none."""
+def settle(item: BatchItem, submission: Submission | None, *, revision_moved: bool) -> bool:
+    """Record what a definite answer means for the item; ``False`` while it has none.
+
+    An item without a submission will never be sent, so it has its end too: left out at
+    verify (not eligible), else never stored (cancelled before it was sent)."""
     now = timezone.now()
+    if submission is None:
+        outcome = ItemOutcome.SKIPPED if item.ineligible else ItemOutcome.CANCELLED
+        _settle_item(item, outcome, "", now)
+        return True
     if submission.state == SubmissionState.SUCCEEDED:
         outcome = ItemOutcome.DEDUPLICATED if submission.deduplicated else ItemOutcome.APPLIED
     elif submission.state == SubmissionState.REJECTED:
@@ -468,6 +665,14 @@ def finish_if_done(batch: Batch, now: Any) -> bool:
 
 def _final(batch: Batch) -> str:
     return BatchState.CANCELLED if batch.state == BatchState.CANCELLED else BatchState.FINISHED
+
+
+def record_batch_export(batch: Batch, *, actor: User, fmt: str) -> None:
+    """An export of a batch's outcomes is recorded (``batch.exported``), with its format and
+    time, as an export of the console's record is (``record_export``)."""
+    now = timezone.now()
+    note = json.dumps({"format": fmt, "exported_at": now.isoformat()}, sort_keys=True)
+    record_event("batch.exported", batch=batch, actor=actor, note=note, now=now)
 
 
 def outcome_counts(batch: Batch) -> dict[str, int]:

@@ -20,11 +20,16 @@ and the API answers it with the first receipt (C7, C9).
   selected ends the item as "changed since selected" (I6); it is never sent with a new revision.
 - **Paused, cancelled.** A paused batch sends nothing; a cancelled one only follows what was
   already sent to its answer.
+- **Starting.** A batch whose start was cut short (the process that stored its submissions
+  died) is still ``starting``: the worker stores the rest, chunk by chunk, and sends it once
+  every submission is stored.
+- **Failing.** A batch whose rounds fail is left alone for a growing pause (``Backoff``).
 """
 
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
@@ -34,7 +39,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from orbit_console.client import OrbitError, OutcomeUnknown
-from orbit_console.decisions.batches import finish_if_done, publish_progress, settle
+from orbit_console.decisions.batches import (
+    batch_store_next,
+    finish_if_done,
+    publish_progress,
+    settle,
+)
 from orbit_console.decisions.models import (
     OPEN_STATES,
     Batch,
@@ -87,7 +97,9 @@ class _Pace:
 def _sending_batches(now: object) -> list[Batch]:
     hold = Q(hold_until__isnull=True) | Q(hold_until__lte=now)
     return list(
-        Batch.objects.filter(hold, state__in=[BatchState.RUNNING, BatchState.CANCELLED])
+        Batch.objects.filter(
+            hold, state__in=[BatchState.STARTING, BatchState.RUNNING, BatchState.CANCELLED]
+        )
         .filter(finished_at__isnull=True)
         .order_by("started_at")
     )
@@ -135,9 +147,13 @@ def _finish(batch_id: str) -> None:
     reconcile deadline), and finish the batch when none is left."""
     with transaction.atomic():
         batch = Batch.objects.select_for_update().get(id=batch_id)
-        ended = Q(submission__next_attempt_at__isnull=True) | ~Q(submission__state__in=OPEN_STATES)
+        ended = (
+            Q(submission__isnull=True)
+            | Q(submission__next_attempt_at__isnull=True)
+            | ~Q(submission__state__in=OPEN_STATES)
+        )
         for item in batch.items.filter(ended, outcome="").select_related("submission"):
-            settle(item, item.submission, revision_moved=False)  # type: ignore[arg-type]
+            settle(item, item.submission, revision_moved=False)
         finish_if_done(batch, timezone.now())
         publish_progress(batch_id)
 
@@ -206,24 +222,78 @@ async def work_batch(batch: Batch) -> int:
     return sent
 
 
-async def work_batches() -> int:
-    """One round over every sending batch. Returns how many items were sent."""
+class Backoff:
+    """Per batch: after a failed round the batch is left alone for a pause that doubles with
+    each failure in a row (1 s, 2 s, ... at most ``MAX_BACKOFF``), while the other batches go
+    on. A batch whose rounds keep failing costs one round per pause, and its traceback is
+    logged once, at the first failure: the later ones are one line each."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.failures: dict[str, int] = {}
+        self.until: dict[str, float] = {}
+
+    def due(self, batch_id: str) -> bool:
+        return self.until.get(batch_id, 0.0) <= self.clock()
+
+    def failed(self, batch_id: str) -> float:
+        """Count a failed round; the pause before the next one, in seconds."""
+        failures = self.failures[batch_id] = self.failures.get(batch_id, 0) + 1
+        pause = min(0.5 * 2**failures, MAX_BACKOFF)
+        self.until[batch_id] = self.clock() + pause
+        return pause
+
+    def succeeded(self, batch_id: str) -> None:
+        self.failures.pop(batch_id, None)
+        self.until.pop(batch_id, None)
+
+
+async def _started(batch: Batch) -> Batch:
+    """A batch left ``starting`` (its start was cut short, or is still under way elsewhere):
+    its remaining submissions stored, a chunk per hop to the database thread."""
+    while await sync_to_async(batch_store_next)(batch_id=batch.id):
+        pass
+    return await Batch.objects.aget(id=batch.id)
+
+
+async def work_batches(backoff: Backoff | None = None) -> int:
+    """One round over every sending batch (but those ``backoff`` still holds after failed
+    rounds), starting those left starting first. Returns how many items were sent."""
+    backoff = backoff or Backoff()
     sent = 0
     for batch in await sync_to_async(_sending_batches)(timezone.now()):
+        if not backoff.due(batch.id):
+            continue
         try:
+            if batch.state == BatchState.STARTING:
+                batch = await _started(batch)
             sent += await work_batch(batch)
-        except Exception:
-            logger.exception("batch %s: a round failed", batch.id)
+        except Exception as error:
+            pause = backoff.failed(batch.id)
+            if backoff.failures[batch.id] == 1:
+                logger.exception("batch %s: a round failed; next try in %.0f s", batch.id, pause)
+            else:
+                logger.error(
+                    "batch %s: a round failed again (%d in a row: %s); next try in %.0f s",
+                    batch.id,
+                    backoff.failures[batch.id],
+                    type(error).__name__,
+                    pause,
+                )
+        else:
+            backoff.succeeded(batch.id)
     return sent
 
 
 async def run_batches(stop: asyncio.Event) -> None:
     """Send batches' items until ``stop``: at once again while some were due, else look every
-    half second; a failed round (the database away) waits longer each time, and is logged."""
+    half second; a failed round (the database away) waits longer each time, and is logged. A
+    batch whose own rounds fail waits on its own (``Backoff``)."""
     failures = 0
+    backoff = Backoff()
     while not stop.is_set():
         try:
-            sent = await work_batches()
+            sent = await work_batches(backoff)
         except Exception:
             failures += 1
             logger.exception("batch worker: a round failed")

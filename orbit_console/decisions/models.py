@@ -117,9 +117,16 @@ class Proposal(models.Model):
 
 
 class Approval(models.Model):
-    """One supervisor's approval of a proposal."""
+    """One supervisor's approval of a proposal or of a batch (exactly one of the two): the one
+    four-eyes record of both (docs/approvals.md). A decision is sent once it holds as many
+    approvals, each by a different supervisor, as its ``required_approvals``."""
 
-    proposal = models.ForeignKey(Proposal, on_delete=models.PROTECT, related_name="approvals")
+    proposal = models.ForeignKey(
+        Proposal, null=True, blank=True, on_delete=models.PROTECT, related_name="approvals"
+    )
+    batch = models.ForeignKey(
+        "Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="approvals"
+    )
     approver = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
@@ -129,11 +136,21 @@ class Approval(models.Model):
     class Meta:
         db_table = "console_approval"
         constraints = [
-            models.UniqueConstraint(fields=["proposal", "approver"], name="one_approval_per_person")
+            models.UniqueConstraint(
+                fields=["proposal", "approver"], name="one_approval_per_person"
+            ),
+            models.UniqueConstraint(
+                fields=["batch", "approver"], name="one_batch_approval_per_person"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(proposal__isnull=False, batch__isnull=True)
+                | models.Q(proposal__isnull=True, batch__isnull=False),
+                name="approval_of_one_decision",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"approval of {self.proposal_id} by {self.approver_id}"
+        return f"approval of {self.proposal_id or self.batch_id} by {self.approver_id}"
 
 
 class Submission(models.Model):
@@ -271,6 +288,7 @@ EVENT_LABELS = {
     "batch.resumed": _("Batch resumed"),
     "batch.cancelled": _("Batch cancelled: what was not sent will not be"),
     "batch.finished": _("Batch finished"),
+    "batch.exported": _("Batch outcomes exported"),
     "submission.cancelled": _("Cancelled before it was sent"),
     "submission.followed": _("What the decision led to has ended"),
 }
@@ -353,6 +371,9 @@ class BatchState(models.TextChoices):
     DRAFT = "draft", _("Selected, not yet confirmed")
     PROPOSED = "proposed", _("Waiting for approval")
     REJECTED = "rejected", _("Rejected by a supervisor")
+    # Decided and approved: its submissions are being stored, a chunk at a time; nothing is
+    # sent before every one is (decisions/batches.py ``batch_store``).
+    STARTING = "starting", _("Starting: storing its submissions")
     RUNNING = "running", _("Sending")
     PAUSED = "paused", _("Paused")
     CANCELLED = "cancelled", _("Cancelled")
@@ -426,7 +447,8 @@ class BatchItem(models.Model):
     task_id = models.CharField(max_length=64)
     queue_id = models.CharField(max_length=64, blank=True)
     handler = models.CharField(max_length=512, blank=True, default="")
-    business_key = models.CharField(max_length=255, blank=True, default="")
+    # As long as the API allows (tests/test_api_sized_columns.py compares every such column).
+    business_key = models.CharField(max_length=512, blank=True, default="")
     seen_state = models.CharField(max_length=16)
     seen_revision = models.CharField(max_length=24, blank=True)
     # Why the task is not eligible (decisions/batches.INELIGIBLE); empty: it is.

@@ -138,6 +138,16 @@ def load_person(user: User | AnonymousUser) -> Person | None:
     return Person(user=user, roles=roles, permissions=permissions & issued, credentials=credentials)
 
 
+def person_now(user_id: int) -> Person | None:
+    """The person as the database says now, ``None`` when they may no longer sign in: a
+    socket's re-check (its scope's user holds the roles and credentials read when it
+    connected, which ``load_person`` would reuse)."""
+    user = user_with_person(user_id)
+    if user is None or not user.is_active:
+        return None
+    return load_person(user)
+
+
 def orbit_client(credential: OrbitCredential, *, base_url: str | None = None) -> OrbitClient:
     """A client of the recovery API acting with this credential."""
     return token_client(unseal(credential.token_ciphertext), base_url=base_url)

@@ -6,7 +6,7 @@ and push each new entry as the same partial the page renders. The socket deliver
 the person may read over HTTP: authorisation is checked against the API on connect and again
 every ``TIMELINE_RECHECK_SECONDS`` (one answer shared by the sockets of one credential on one
 task, verdicts.py); a push never goes out on an answer older than twice that, and a refusal
-closes the socket.
+closes the socket (``lib/rechecked.py``, which every socket of the console shares).
 """
 
 import asyncio
@@ -25,6 +25,7 @@ from orbit_console.lib.live import (
     join_or_close,
     task_group,
 )
+from orbit_console.lib.rechecked import Rechecked
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import Person, actor_names, load_person
@@ -36,7 +37,7 @@ from orbit_console.timeline.verdicts import VERDICTS
 logger = logging.getLogger("orbit.timeline")
 
 
-class TaskTimelineConsumer(AsyncWebsocketConsumer):
+class TaskTimelineConsumer(Rechecked, AsyncWebsocketConsumer):
     person: Person
     task_id: str
     credential: OrbitCredential | None = None  # the one the socket reads with, once allowed
@@ -52,7 +53,6 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.person, self.task_id = person, task_id
-        self.refused = False
         if not await self._authorised():
             await self.close(code=CLOSE_FORBIDDEN)
             return
@@ -60,7 +60,7 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
         if not await join_or_close(self, task_group(task_id)):
             return
         self.group = task_group(task_id)
-        self.recheck = asyncio.create_task(self._recheck_forever())
+        self.start_rechecking()
         if not settings.ORBIT_API_EMBEDDED and self.credential is not None:
             await watcher.watch(task_id, self.credential, self.channel_layer)
         await self.accept()
@@ -73,7 +73,7 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
             self.counted = False
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
-            self.recheck.cancel()
+            self.stop_rechecking()
             if not settings.ORBIT_API_EMBEDDED:
                 watcher.unwatch(self.task_id)
 
@@ -97,42 +97,31 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
                 return True
         return False
 
-    def _fresh(self) -> bool:
+    # What Rechecked asks: the verdicts are shared by the person's sockets on the task.
+
+    def recheck_seconds(self) -> float:
+        return self._period()
+
+    async def still_allowed(self) -> bool:
+        return await self._authorised()
+
+    def fresh(self) -> bool:
         return self.credential is not None and VERDICTS.known(self.credential, self.task_id).fresh(
             2 * self._period()
         )
+
+    async def leave(self) -> None:
+        await self.channel_layer.group_discard(self.group, self.channel_name)
 
     @staticmethod
     def _period() -> float:
         return float(settings.TIMELINE_RECHECK_SECONDS)
 
-    async def _recheck_forever(self) -> None:
-        while True:
-            await asyncio.sleep(settings.TIMELINE_RECHECK_SECONDS)
-            if not await self._authorised():
-                await self._refuse()
-                return
-
-    async def _may_push(self) -> bool:
-        if not self.refused and (self._fresh() or await self._authorised()):
-            return not self.refused
-        await self._refuse()
-        return False
-
-    async def _refuse(self) -> None:
-        """Leave the group at once and close: the socket must not push another entry on the
-        earlier verdict while the server is still closing it."""
-        if self.refused:
-            return
-        self.refused = True
-        await self.channel_layer.group_discard(self.group, self.channel_name)
-        await self.close(code=CLOSE_FORBIDDEN)
-
     # --- Pushes -------------------------------------------------------------------------------
 
     async def ledger_operation(self, message: dict[str, Any]) -> None:
         operation = message["operation"]
-        if operation.get("task_id") != self.task_id or not await self._may_push():
+        if operation.get("task_id") != self.task_id or not await self.may_push():
             return
         names = await actor_names({operation["actor_id"]})
         await self.send(
@@ -143,7 +132,7 @@ class TaskTimelineConsumer(AsyncWebsocketConsumer):
 
     async def console_event(self, message: dict[str, Any]) -> None:
         event = message["event"]
-        if event.get("task_id") != self.task_id or not await self._may_push():
+        if event.get("task_id") != self.task_id or not await self.may_push():
             return
         await self.send(
             text_data=render_push(from_event(event), language=self.language, zone=self.zone)

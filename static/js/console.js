@@ -247,7 +247,9 @@
     document.body.dispatchEvent(new CustomEvent("orbit:task-noted"));
   }
 
-  // A pushed item already on the page is a duplicate (the same id): drop the message.
+  // A pushed item already on the page is a duplicate (the same id): drop the message. An item
+  // that says it changed since (another data-live-version: a proposal approved once more)
+  // takes the place of the one shown instead.
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
     if (listenOnly(event.target)) {
       event.preventDefault();
@@ -255,7 +257,13 @@
       return;
     }
     var item = parse(event.detail.message).querySelector("[data-live-item][id]");
-    if (item && document.getElementById(item.id)) { event.preventDefault(); }
+    var shown = item && document.getElementById(item.id);
+    if (!shown) { return; }
+    event.preventDefault();
+    var version = item.getAttribute("data-live-version");
+    if (version !== null && version !== shown.getAttribute("data-live-version")) {
+      shown.replaceWith(item);
+    }
   });
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     sortEntries();

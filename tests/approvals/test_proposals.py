@@ -15,14 +15,24 @@ from typing import Any
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from orbit_console.decisions.models import Approval, ConsoleEvent, Proposal, Submission
+from orbit_console.decisions.batchworker import work_batches
+from orbit_console.decisions.models import (
+    Approval,
+    Batch,
+    BatchState,
+    ConsoleEvent,
+    Proposal,
+    Submission,
+)
 from orbit_console.decisions.proposals import (
     ProposalRefused,
     proposal_approve,
     proposal_create,
 )
+from orbit_console.ledger.seed import seed_incident
 from orbit_console.lib import strictjson
 from orbit_console.people.models import OrbitCredential
 from tests.approvals.conftest import (
@@ -733,8 +743,11 @@ def test_two_approvals_are_needed_from_two_different_supervisors(
         assert answer.headers["location"] == f"/proposals/{proposal_id}"
         page = first.get(answer.headers["location"])
         assert "more approvals are needed" in messages_of(page.text)
-        assert "1 / 2" in text_of(page.text)
+        assert "1 of 2 approvals" in text_of(page.text)
         assert "Approve and send" not in text_of(page.text)  # already approved by this person
+        queue = first.get("/approvals").text
+        row = element(queue, rf'<tr id="proposal-{proposal_id}".*?</tr>')
+        assert "1 of 2 approvals" in text_of(row) and 'data-live-version="1"' in row
         assert Proposal.objects.get(id=proposal_id).state == "pending"
         assert_nothing_sent(api, world, task_id)
 
@@ -758,3 +771,86 @@ def test_two_approvals_are_needed_from_two_different_supervisors(
         for person in ("operator", "supervisor", "supervisor_2"):
             assert crew[person].username in history
         assert [kind for kind, _ in kinds(proposal_id)].count("proposal.approved") == 2
+
+
+def test_a_batch_needs_two_approvals_from_two_different_supervisors_as_a_proposal_does(
+    threshold_server: DaphneServer,
+    crew: dict[str, TestPerson],
+    world: dict[str, Any],
+) -> None:
+    """Issue 29: one approvals model. Under the same policy, a batch approved by one supervisor
+    of two waits, says so on the approvals queue and on its page, and is sent only after the
+    second approval, with the second supervisor's credential (AU6)."""
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=3, label="two-eyes"
+    )
+    with (
+        signed_in(threshold_server.url, crew["operator"]) as operator,
+        signed_in(threshold_server.url, crew["supervisor"]) as first,
+        signed_in(threshold_server.url, crew["supervisor_2"]) as second,
+        httpx.Client(base_url=threshold_server.url, timeout=60) as api,
+    ):
+        batch_id = propose_batch(operator, incident)
+        assert Batch.objects.get(id=batch_id).required_approvals == 2
+
+        answer = batch_step(first, batch_id, "approve", note="first look")
+        page = first.get(answer.headers["location"])
+        assert "more approvals are needed" in messages_of(page.text)
+        assert "1 of 2 approvals" in text_of(element(page.text, r'<p id="batch-approvals">.*?</p>'))
+        assert 'id="approved-by-me"' in page.text and "Approve and send" not in page.text
+        row = element(first.get("/approvals").text, rf'<tr id="batch-{batch_id}".*?</tr>')
+        assert "1 of 2 approvals" in text_of(row) and 'data-live-version="1"' in row
+        assert Batch.objects.get(id=batch_id).state == BatchState.PROPOSED
+        for task_id in incident:
+            assert_nothing_sent(api, world, task_id)
+
+        answer = batch_step(first, batch_id, "approve")  # the same supervisor, again
+        assert "already approved" in messages_of(first.get(answer.headers["location"]).text)
+        assert Approval.objects.filter(batch_id=batch_id).count() == 1
+        assert "Approve and send 3 decisions" in text_of(second.get(f"/batches/{batch_id}").text)
+
+        batch_step(second, batch_id, "approve", note="second look")
+        batch = Batch.objects.get(id=batch_id)
+        assert batch.state == BatchState.RUNNING
+        assert batch.sent_as_id == crew["supervisor_2"].user.pk
+        assert f'id="batch-{batch_id}"' not in first.get("/approvals").text
+        while async_to_sync(work_batches)():
+            pass
+        for task_id in incident:
+            [record] = task_records(api, world, task_id)
+            assert record["actor_id"] == actor_id_of(crew["supervisor_2"])
+        approvals = Approval.objects.filter(batch_id=batch_id).order_by("created_at", "id")
+        assert [(a.approver_id, a.note) for a in approvals] == [
+            (crew["supervisor"].user.pk, "first look"),
+            (crew["supervisor_2"].user.pk, "second look"),
+        ]
+        shown = text_of(operator.get(f"/batches/{batch_id}").text)
+        assert "2 of 2 approvals" in shown
+
+
+def propose_batch(console: Console, task_ids: list[str]) -> str:
+    """Select, decide and confirm a review batch over the pages, as a person who must propose."""
+    token = console.csrf_token()
+    pairs = [("csrfmiddlewaretoken", token), ("action", "review"), ("scope", "ticked")]
+    answer = console.post("/batches/new", [*pairs, *(("task", t) for t in task_ids)])
+    batch_id = answer.headers["location"].rstrip("/").rsplit("/", 1)[1]
+    decision = {
+        "outcome": "FAILED",
+        "result": '{"lost":"{{business_key}}"}',
+        "reason": "broker outage INC-29: nothing was written",
+        "evidence_ref": "https://status.example/INC-29",
+        "template": "on",
+    }
+    console.post(f"/batches/{batch_id}/decide", [("csrfmiddlewaretoken", token), *decision.items()])
+    count = str(len(task_ids))
+    confirm = [("csrfmiddlewaretoken", token), ("count", count), ("confirm", "on")]
+    console.post(f"/batches/{batch_id}/confirm", confirm)
+    assert Batch.objects.get(id=batch_id).state == BatchState.PROPOSED
+    return batch_id
+
+
+def batch_step(console: Console, batch_id: str, verb: str, **fields: str) -> httpx.Response:
+    data = [("csrfmiddlewaretoken", console.csrf_token()), *fields.items()]
+    answer = console.post(f"/batches/{batch_id}/{verb}", data)
+    assert answer.status_code == 302, answer.status_code
+    return answer

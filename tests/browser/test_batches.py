@@ -21,8 +21,10 @@ from orbit_console.ledger.models import OperationAudit
 from orbit_console.ledger.seed import seed_incident
 from orbit_console.ops.workers import shares_channel_layer
 from tests.approvals.conftest import APPROVALS_ON, start_server
+from tests.approvals.test_proposals import batch_step, propose_batch
 from tests.browser.conftest import sign_in
-from tests.browser.test_approvals import crew, other_page  # noqa: F401
+from tests.browser.test_approvals import crew, not_reloaded, open_live_queue, other_page  # noqa: F401
+from tests.console.web import signed_in
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer, child_env
 
@@ -139,3 +141,34 @@ def test_filter_select_all_propose_approve_watch_live_export(
     assert BatchItem.objects.filter(batch=batch, outcome=ItemOutcome.APPLIED).count() == COUNT
     for task_id in incident:
         assert OperationAudit.objects.filter(task_id=task_id, action="task.review").count() == 1
+
+
+@pytest.fixture(scope="module")
+def two_approvers_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
+    server = start_server("browser-two-approvers", django_db_blocker, CONSOLE_REVIEW_APPROVERS="2")
+    yield server
+    server.stop()
+
+
+def test_a_batchs_first_of_two_approvals_is_counted_live_on_another_supervisors_queue(
+    page: Page,
+    two_approvers_console: DaphneServer,
+    crew: dict[str, TestPerson],  # noqa: F811
+    world: dict[str, Any],
+) -> None:
+    """Issue 29: an approval that is not the last one needed comes to the queue live, and its
+    row, already shown, takes the new count (its data-live-version moved) without a reload."""
+    server = two_approvers_console
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label="two-live"
+    )
+    open_live_queue(page, server, crew["supervisor_2"])
+    with signed_in(server.url, crew["operator"]) as operator:
+        batch_id = propose_batch(operator, incident)
+    row = page.locator(f"#batch-{batch_id}")
+    expect(row).to_contain_text("0 of 2 approvals")
+    with signed_in(server.url, crew["supervisor"]) as first:
+        batch_step(first, batch_id, "approve")
+    expect(row).to_contain_text("1 of 2 approvals")
+    expect(page.locator(f"#proposal-rows tr#batch-{batch_id}")).to_have_count(1)
+    assert not_reloaded(page)

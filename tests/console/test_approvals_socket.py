@@ -112,3 +112,47 @@ def test_a_proposed_batch_appears_live_and_goes_when_decided_for_supervisors_who
             await socket.disconnect()
 
     asyncio.run(scenario())
+
+
+def test_a_batchs_first_of_two_approvals_is_pushed_with_its_count(
+    settings: SettingsWrapper, orbit_server: DaphneServer, world: dict[str, Any], live_db: None
+) -> None:
+    """Issue 29: as for a proposal, a batch's partial approval is announced live: its row comes
+    again, counting "1 of 2 approvals" (a newer data-live-version, which the page puts in
+    place of the row it shows), and the batch's own socket shows the count too."""
+    settings.ORBIT_API_URL = orbit_server.url
+    settings.CONSOLE_APPROVAL_POLICY = required_policy(approvers=2)
+    first, second = make_person(world, "supervisor"), make_person(world, "supervisor")
+    operator = make_person(world, "operator")
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label="live-2"
+    )
+
+    def propose() -> str:
+        batch = select(world, operator, incident)
+        batches.batch_decide(batch, person=operator.user, decision=DECISION)
+        return batches.batch_submit(batch, person=operator.user, typed_count=2).id
+
+    async def scenario() -> None:
+        batch_id = await sync_to_async(propose)()
+        queue = approvals_socket(second)
+        assert (await queue.connect(timeout=RECEIVE_TIMEOUT))[0]
+        page = WebsocketCommunicator(
+            application,
+            f"/ws/batches/{batch_id}",
+            headers=socket_headers(origin=ORIGIN, session=session_cookie(operator.user)),
+        )
+        assert (await page.connect(timeout=RECEIVE_TIMEOUT))[0]
+        shown = await page.receive_from(timeout=RECEIVE_TIMEOUT)
+        assert "0 of 2 approvals" in shown
+
+        await sync_to_async(batches.batch_approve)(batch_id=batch_id, approver=first.user)
+        row = await queue.receive_from(timeout=RECEIVE_TIMEOUT)
+        assert f'id="batch-{batch_id}"' in row and 'data-live-version="1"' in row
+        assert "1 of 2 approvals" in row
+        pushed = await page.receive_from(timeout=RECEIVE_TIMEOUT)
+        assert "1 of 2 approvals" in pushed and first.username in pushed
+        for socket in (queue, page):
+            await socket.disconnect()
+
+    asyncio.run(scenario())

@@ -10,10 +10,17 @@ import httpx
 from asgiref.sync import async_to_sync
 
 from orbit_console.decisions.batchworker import work_batches
-from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
+from orbit_console.decisions.models import (
+    Batch,
+    BatchItem,
+    BatchState,
+    ConsoleEvent,
+    ItemOutcome,
+)
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.ledger.seed import seed_incident
-from tests.console.web import Console, signed_in, text_of
+from tests.console.web import Console, element, signed_in, text_of
+from tests.decisions.test_batches import needs_review_tasks
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
@@ -171,3 +178,68 @@ def test_others_cannot_see_decide_or_steer_a_batch(
     with signed_in(orbit_server.url, elsewhere) as console:
         assert console.get(f"/batches/{batch.id}").status_code == 404
         assert console.get(f"/batches/{batch.id}/outcomes.csv").status_code == 404
+
+
+def test_business_keys_as_long_as_the_api_allows_are_selected_whole(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 29: the API allows business keys of 512 characters; a batch item held 255, and on
+    MariaDB one longer key failed "every task matching" its whole filter with a 500."""
+    label = "long-" + "k" * 500
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label=label
+    )
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        answer, batch = new_batch(
+            console, action="review", scope="all", business_key_prefix=label[:255]
+        )
+        assert answer.status_code == 302 and batch is not None
+        keys = dict(BatchItem.objects.filter(batch=batch).values_list("task_id", "business_key"))
+        assert keys == {task_id: f"{label}:{n}" for n, task_id in enumerate(incident)}
+        assert len(keys[incident[0]]) == 507
+        assert label in console.get(f"/batches/{batch.id}").text
+
+
+def test_a_template_too_large_once_filled_is_refused_at_the_result_naming_the_task(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 29: the decide step checks each filled-in result against the API's limit (O5)
+    before keeping anything; the error is shown at the result field and names the task."""
+    tasks = needs_review_tasks(world, 2, handler="h" * 200)
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        _, batch = new_batch(console, action="review", scope="ticked", task=tasks)
+        assert batch is not None
+        template = json.dumps(["{{handler}}"] * 1400)
+        answer = send(console, f"/batches/{batch.id}/decide", {**REVIEW, "result": template})
+        assert answer.status_code == 400
+        field = element(
+            answer.text, r'<div class="field has-error">\s*<label for="id_result">.*?</ul></div>'
+        )
+        assert f"Filled in for task {tasks[0]}, the result would be" in text_of(field)
+        batch.refresh_from_db()
+        assert batch.decision == ""
+
+
+def test_the_csv_export_defuses_formulas_and_every_export_is_recorded(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 29: a business key a spreadsheet would run as a formula is exported as text (one
+    helper for every CSV export, lib/csvcells.py), and an export of a batch's outcomes is in
+    the console's record, as an export of the record itself is."""
+    formula = '=HYPERLINK("http://evil.example","x")'
+    [task_id] = needs_review_tasks(world, 1, business_key=formula)
+    supervisor = people["supervisor"]
+    with signed_in(orbit_server.url, supervisor) as console:
+        _, batch = new_batch(console, action="review", scope="ticked", task=[task_id])
+        assert batch is not None
+        exported = console.get(f"/batches/{batch.id}/outcomes.csv").text
+        [row] = csv.DictReader(io.StringIO(exported))
+        assert row["business_key"] == "'" + formula
+        lines = console.get(f"/batches/{batch.id}/outcomes.jsonl").text.splitlines()
+        assert json.loads(lines[0])["business_key"] == formula  # JSON is data already
+    records = ConsoleEvent.objects.filter(batch=batch, kind="batch.exported").order_by("seq")
+    assert [(r.actor_id, json.loads(r.note)["format"]) for r in records] == [
+        (supervisor.user.pk, "csv"),
+        (supervisor.user.pk, "jsonl"),
+    ]
+    assert all(r.namespace_id == world["namespace_id"] for r in records)

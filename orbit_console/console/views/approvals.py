@@ -1,10 +1,12 @@
 """Four eyes: the supervisors' approvals queue, a proposal's page, and its decisions."""
 
 import asyncio
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -58,9 +60,13 @@ async def approvals_queue(request: HttpRequest) -> HttpResponse:
     return await arender(request, template, context)
 
 
-def _queue(person: Person) -> tuple[list[Proposal], list[Proposal]]:
+def _queue(person: Person) -> tuple[list[Any], list[Proposal]]:
     proposals = visible_proposals(person).select_related("proposed_by", "decided_by")
-    pending = list(proposals.filter(state=ProposalState.PENDING).order_by("created_at"))
+    pending = list(
+        proposals.filter(state=ProposalState.PENDING)
+        .annotate(approved=Count("approvals"))
+        .order_by("created_at")
+    )
     decided = proposals.exclude(state=ProposalState.PENDING).select_related("submission")
     recent = list(decided.order_by("-decided_at")[:RECENT])
     return pending, recent

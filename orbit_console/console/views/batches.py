@@ -3,8 +3,6 @@ the progress live; export the outcomes. The rules live in ``decisions/batches.py
 read the tasks as the person (the API's scope and permissions apply) and show the steps."""
 
 import asyncio
-import csv
-import io
 import itertools
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -34,6 +32,7 @@ from orbit_console.console.views.common import NoCredentialError, arender, conso
 from orbit_console.decisions import batches
 from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
 from orbit_console.decisions.proposals import ProposalRefused
+from orbit_console.lib import csvcells
 from orbit_console.lib.ids import is_id
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import SUPERVISOR, Person, orbit_client
@@ -214,6 +213,7 @@ def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
     left_out = list(items.exclude(ineligible="")[:SAMPLE])
     example = batches.item_body(batch, sample[0]) if batch.decision and sample else ""
     is_author = person.user.pk == batch.created_by_id
+    approved_by_me = batch.approvals.filter(approver_id=person.user.pk).exists()
     return {
         "batch": batch,
         "eligible": eligible,
@@ -224,11 +224,13 @@ def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
         "example": example,
         "selection": json.loads(batch.selection or "{}"),
         "is_author": is_author,
-        "may_approve": batch.state == BatchState.PROPOSED
+        "may_decide": batch.state == BatchState.PROPOSED
         and not is_author
         and person.has_role(SUPERVISOR),
+        "approved_by_me": approved_by_me,
         # Offered from the proposal on: the page shows each control live as the state allows.
-        "may_steer": batch.state in (BatchState.PROPOSED, BatchState.RUNNING, BatchState.PAUSED)
+        "may_steer": batch.state
+        in (BatchState.PROPOSED, BatchState.STARTING, BatchState.RUNNING, BatchState.PAUSED)
         and (is_author or person.has_role(SUPERVISOR) or person.user.pk == batch.sent_as_id),
         "max_tasks": settings.CONSOLE_BATCH_MAX_TASKS,
         "approval_required": batches.approval_required(batch.action),
@@ -244,8 +246,13 @@ def progress_context(batch: Batch) -> dict[str, Any]:
         .order_by("-settled_at", "-id")
         .select_related("submission")[:20]
     )
+    starting = batch.state == BatchState.STARTING
+    eligible = batches.eligible_items(batch)
     return {
         "batch": batch,
+        "approvals": batches.approvals_of(batch),
+        "stored": eligible.filter(submission__isnull=False).count() if starting else 0,
+        "to_store": eligible.count() if starting else 0,
         "progress": progress,
         "outcome_rows": [
             (key, label, progress.counts.get(key, 0))
@@ -296,6 +303,9 @@ async def batch_decide_view(request: HttpRequest, batch_id: str) -> HttpResponse
     )
     try:
         await sync_to_async(batches.batch_decide)(batch, person=person.user, decision=decision)
+    except batches.ResultTooLarge as refused:
+        form.add_error(refused.field, str(refused))
+        return await _render_page(request, batch, form=form, status=400)
     except ProposalRefused as refused:
         messages.error(request, str(refused))
     return HttpResponseRedirect(reverse("console:batch", args=[batch.id]) + "#confirm")
@@ -315,10 +325,23 @@ async def batch_confirm_view(request: HttpRequest, batch_id: str) -> HttpRespons
         messages.error(request, _("Tick the confirmation to send the batch."))
         return HttpResponseRedirect(reverse("console:batch", args=[batch.id]) + "#confirm")
     try:
-        await sync_to_async(batches.batch_submit)(batch, person=person.user, typed_count=typed)
+        batch = await sync_to_async(batches.batch_submit)(
+            batch, person=person.user, typed_count=typed
+        )
     except ProposalRefused as refused:
         messages.error(request, str(refused))
+    await _store(batch)
     return HttpResponseRedirect(reverse("console:batch", args=[batch.id]))
+
+
+async def _store(batch: Batch) -> None:
+    """A batch that has just started: its submissions stored, a chunk per hop to the database
+    thread (so that the process's other requests go on between chunks). If this request dies
+    meanwhile, the batch stays starting and the worker stores the rest."""
+    if batch.state != BatchState.STARTING:
+        return
+    while await sync_to_async(batches.batch_store_next)(batch_id=batch.id):
+        pass
 
 
 def _step(name: str) -> Any:
@@ -346,9 +369,15 @@ def _step(name: str) -> Any:
         if not person.has_role(SUPERVISOR) and (supervisors_only or not steers):
             raise PermissionDenied
         try:
-            await sync_to_async(move)(batch.id, person.user, request)
+            moved = await sync_to_async(move)(batch.id, person.user, request)
         except ProposalRefused as refused:
             messages.error(request, str(refused))
+        else:
+            if name == "approve" and moved.state == BatchState.PROPOSED:
+                messages.success(
+                    request, _("Approved; more approvals are needed before it is sent.")
+                )
+            await _store(moved)
         return HttpResponseRedirect(reverse("console:batch", args=[batch.id]))
 
     view.__name__ = f"batch_{name}"
@@ -404,10 +433,13 @@ def _export_rows(batch: Batch) -> Iterator[dict[str, str]]:
 @require_GET
 @console_view
 async def batch_export(request: HttpRequest, batch_id: str, fmt: str) -> HttpResponseBase:
-    """The items' outcomes, streamed: CSV or JSON Lines."""
+    """The items' outcomes, streamed: CSV or JSON Lines. The export is recorded first, as an
+    export of the audit record is."""
     if fmt not in ("csv", "jsonl"):
         raise Http404
-    batch = await sync_to_async(_visible)(_person(request), batch_id)
+    person = _person(request)
+    batch = await sync_to_async(_visible)(person, batch_id)
+    await sync_to_async(batches.record_batch_export)(batch, actor=person.user, fmt=fmt)
     rows = _export_rows(batch)
 
     def lines() -> Iterator[str]:
@@ -415,15 +447,9 @@ async def batch_export(request: HttpRequest, batch_id: str, fmt: str) -> HttpRes
             for row in rows:
                 yield json.dumps(row, ensure_ascii=False) + "\n"
             return
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=EXPORT_FIELDS)
-        writer.writeheader()
+        yield csvcells.lines([EXPORT_FIELDS])
         for row in rows:
-            writer.writerow(row)
-            yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-        yield buffer.getvalue()
+            yield csvcells.lines([[row[name] for name in EXPORT_FIELDS]])
 
     def some(chunks: Iterator[str]) -> str:
         """The next rows, a few hundred at a time: one trip to the database thread each."""

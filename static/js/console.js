@@ -437,10 +437,21 @@
     HTMLFormElement.prototype.submit.call(form);
   }
 
-  // --- The tab's own copy of typed text (sessionStorage) ---
+  // --- The tab's own copy of typed text (sessionStorage), for the person signed in only ---
+  var STORED = "orbit.draft:";
+
   function storageKey(form) {
     var step = form.querySelector("input[name=step]");
-    return "orbit.draft:" + location.pathname + "|" + (form.getAttribute("action") || "") + "|" + (step ? step.value : "");
+    return STORED + note.dataset.person + "|" + location.pathname + "|" +
+      (form.getAttribute("action") || "") + "|" + (step ? step.value : "");
+  }
+
+  function forgetStored() {
+    try {
+      Object.keys(sessionStorage).forEach(function (key) {
+        if (key.indexOf(STORED) === 0) { sessionStorage.removeItem(key); }
+      });
+    } catch (e) { /* off */ }
   }
 
   function typedFields(form) {
@@ -491,9 +502,13 @@
   });
 
   document.addEventListener("DOMContentLoaded", function () {
-    document.querySelectorAll("form[data-keeps-draft]").forEach(keepTyping);
     note = document.getElementById("session-note");
     if (!note) { return; }
+    document.querySelectorAll("form[data-keeps-draft]").forEach(keepTyping);
+    // Signing out on purpose: nothing typed stays in the tab either.
+    document.addEventListener("submit", function (event) {
+      if (event.target.getAttribute("action") === note.dataset.signOutUrl) { forgetStored(); }
+    });
     text = document.getElementById("session-note-text");
     stay = document.getElementById("session-stay");
     signIn = document.getElementById("session-sign-in");

@@ -21,10 +21,11 @@ import pytest
 from django.contrib.sessions.models import Session
 from playwright.sync_api import BrowserContext, Page, expect
 
+from orbit_console.decisions.proposals import proposal_create
 from tests.browser.conftest import next_step, open_task, sign_in, tick_all_checks
 from tests.browser.test_every_page import PHONE, problems_of
-from tests.support.orbit import review
-from tests.support.people import TestPerson
+from tests.support.orbit import RETRY_REVISION, review
+from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
 pytestmark = pytest.mark.browser
@@ -185,6 +186,38 @@ def test_an_old_tab_refused_after_signing_in_elsewhere_keeps_its_step(
     expect(page.locator("#draft-kept")).to_contain_text("Nothing you typed is lost")
     page.get_by_role("link", name="Continue where you left off").click()
     expect_the_decision_typed(page)
+
+
+def test_a_supervisors_reason_typed_before_signing_in_again_is_still_in_its_field(
+    page: Page, server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """The client's safety net: on a page whose form was not sent (the note's link is a plain
+    link there), what was typed is kept in the tab and filled back after signing in — for the
+    same person only."""
+    proposal = proposal_create(
+        action="retry",
+        task_id=world["tasks"]["failed"],
+        queue_id=world["queue_id"],
+        namespace_id=world["namespace_id"],
+        expected_revision=RETRY_REVISION,
+        body="{}",
+        proposed_by=people["operator"].user,
+    ).proposal
+    supervisor = people["supervisor"]
+    reason = "The evidence reference points at last week's incident"
+    sign_in(page, server, supervisor)
+    page.goto(f"{server.url}/proposals/{proposal.id}")
+    page.fill("#reject-reason", reason)
+    end_session(page.context)
+    page.get_by_role("link", name="Sign in to continue where you left off").click()
+    sign_in_here(page, supervisor)
+    expect(page.locator("#reject-reason")).to_have_value(reason)
+
+    other = make_person(world, "supervisor")
+    page.context.clear_cookies()
+    sign_in(page, server, other)
+    page.goto(f"{server.url}/proposals/{proposal.id}")
+    expect(page.locator("#reject-reason")).to_have_value("")
 
 
 def test_the_page_warns_before_the_idle_end_and_stay_signed_in_keeps_the_session(

@@ -3,8 +3,9 @@
 Both wizards share one engine. The first page pins the task's revision in a signed hidden field;
 every later page carries what was typed so far (hidden for the other steps), re-reads the task
 to show its present state, and validates everything up to the current step, so that an error
-is shown inline and nothing typed is lost. The final step stores the exact request body as a
-submission before sending it.
+is shown inline and nothing typed is lost — nor when the session ends before a step is sent
+(``keeps_draft``: the step comes back after signing in). The final step stores the exact
+request body as a submission before sending it.
 """
 
 import asyncio
@@ -416,8 +417,8 @@ async def _render(
     kept: QueryDict | None = None,
 ) -> HttpResponse:
     """Show one step. ``data`` is the bound form of this step when it has errors; otherwise the
-    step's form starts from what was typed earlier (kept in the POST data, or, on a first step,
-    ``kept`` from a decision that was set aside)."""
+    step's form starts from what was typed earlier: in the POST data, or ``kept`` — a decision
+    that was set aside (on a first step), or a draft given back after signing in again."""
     step = wizard.steps[step_index]
     kwargs = wizard.form_kwargs(request, pin, step.name)
     posted = kept if kept is not None else request.POST if request.method == "POST" else QueryDict()

@@ -123,7 +123,9 @@ class _Watched:
             try:
                 expiry = await database_sync_to_async(session_expiry)(self.session_key)
             except Exception:
-                logger.warning("a socket's session could not be read", exc_info=True)
+                # The database is away: every open socket meets it; the outage is logged where
+                # requests meet it, not here once per socket and look.
+                logger.debug("a socket's session could not be read", exc_info=True)
                 await asyncio.sleep(settings.SESSION_RECHECK_SECONDS)
                 continue
             if expiry is None:

@@ -182,6 +182,28 @@ def test_the_confirm_step_comes_back_as_it_was_and_nothing_is_sent(
     assert (task["state"], task["revision"]) == ("NEEDS_REVIEW", "3")
 
 
+def test_stay_shows_the_same_step_again_and_never_submits(
+    server: DaphneServer, world: dict[str, Any], api: httpx.Client
+) -> None:
+    """The note's "sign in to continue" sends the step with nav=stay; should the session still
+    be valid (signed in again meanwhile), that shows the step as it stands and does nothing:
+    on Confirm, with the confirmation ticked, nothing is sent."""
+    from tests.console.web import review_values, wizard_to_confirm
+    from tests.support.orbit import get_task
+
+    task_id = world["tasks"]["needs_review"]
+    supervisor = make_person(world, "supervisor")  # sends without approval
+    with signed_in(server.url, supervisor) as console:
+        confirm = wizard_to_confirm(console, task_id, "review", review_values())
+        path = f"/tasks/{task_id}/review"
+        stayed = wizard_post(console, path, confirm.text, [("execution_settled", "on")], nav="stay")
+        assert stayed.status_code == 200
+        assert step_of(stayed.text) == "confirm"
+        assert REASON in text_of(stayed.text)
+    task = get_task(api, task_id, world["tokens"]["admin"]).json()["data"]
+    assert (task["state"], task["revision"]) == ("NEEDS_REVIEW", "3")
+
+
 def test_a_draft_is_given_back_only_to_the_person_whose_session_it_was(
     server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
 ) -> None:

@@ -1,7 +1,8 @@
 """ASGI entry point: HTTP through Django (static files and the liveness probe at the edge,
 ``ops/edge.py``; the recovery API through a handler of its own, ``ops/handler.py``), WebSockets
 through Channels with session authentication and an Origin check, closed as "paused" rather
-than failed while the database is away (``ops/sockets.py``).
+than failed while the database is away, and as "signed out" once their session has ended
+(``ops/sockets.py``).
 
 ``daphne orbit_console.asgi:application`` serves both. With the in-memory channel layer the
 process also sends batches (``ops/background.py``).
@@ -30,7 +31,7 @@ from orbit_console.events.stream import EventOriginValidator  # noqa: E402
 from orbit_console.feed.consumer import run_feed  # noqa: E402
 from orbit_console.ops.background import Background  # noqa: E402
 from orbit_console.ops.edge import Edge  # noqa: E402
-from orbit_console.ops.sockets import OutageGuard  # noqa: E402
+from orbit_console.ops.sockets import OutageGuard, SessionWatch  # noqa: E402
 from orbit_console.ops.warmup import warm_up  # noqa: E402
 from orbit_console.routing import websocket_urlpatterns  # noqa: E402
 
@@ -48,11 +49,14 @@ router = ProtocolTypeRouter(
             [
                 # The recovery API's event stream: bearer tokens, its own Origin list.
                 re_path(r"^v1/", EventOriginValidator(URLRouter(api_websockets))),
-                # The console's sockets: the session, the deployment's own hosts.
+                # The console's sockets: the session (closed with 4401 once it has ended), the
+                # deployment's own hosts.
                 re_path(
                     r"",
                     AllowedHostsOriginValidator(
-                        OutageGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+                        OutageGuard(
+                            AuthMiddlewareStack(SessionWatch(URLRouter(websocket_urlpatterns)))
+                        )
                     ),
                 ),
             ]

@@ -123,6 +123,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "orbit_console.console.context_processors.person",
+                "orbit_console.console.context_processors.session",
             ],
         },
     },
@@ -240,6 +241,15 @@ LOGOUT_REDIRECT_URL = "login"
 # Django's database sessions, read with one plain query (ops/sessions.py).
 SESSION_ENGINE = "orbit_console.ops.sessions"
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 8 * 3600, minimum=60)
+# Sessions and drafts (docs/console.md): a session ends SESSION_COOKIE_AGE after sign-in at the
+# latest, and after SESSION_IDLE_TIMEOUT seconds without a request (0: never for idleness);
+# "stay signed in" moves only the idle end (ops/sessions.py). Open sockets look at their session
+# this often and close with 4401 once it has ended (ops/sockets.py). What a form carried when it
+# arrived after its session had ended is kept for CONSOLE_DRAFT_MINUTES, for the same person in
+# the same browser (people/drafts.py).
+SESSION_IDLE_TIMEOUT = env_int("SESSION_IDLE_TIMEOUT", 3600, minimum=0)
+SESSION_RECHECK_SECONDS = env_int("SESSION_RECHECK_SECONDS", 30, minimum=1)
+CONSOLE_DRAFT_MINUTES = env_int("CONSOLE_DRAFT_MINUTES", 30, minimum=1)
 # Sign-in throttling (django-axes, console/throttle.py): within AXES_COOLOFF_TIME, sign-in is
 # refused after AXES_FAILURE_LIMIT failures for one user name from one address, after
 # AXES_USERNAME_FAILURE_LIMIT for one user name from anywhere, and after
@@ -261,7 +271,8 @@ SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = True
-CSRF_FAILURE_VIEW = "orbit_console.ops.views.csrf_failure"
+# The console's: a refused form that carried typed text keeps it (console/views/session.py).
+CSRF_FAILURE_VIEW = "orbit_console.console.views.session.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

@@ -1,6 +1,6 @@
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from orbit_console.console.views import session
 from orbit_console.ops import views as ops
 from orbit_console.ops.metrics import metrics
 
@@ -10,14 +10,10 @@ urlpatterns = [
     path("v1/", include("orbit_console.ledger.api.urls")),
     path("", include("orbit_console.console.urls")),
     path("", include("orbit_console.timeline.urls")),
-    path(
-        "signin",
-        auth_views.LoginView.as_view(
-            template_name="console/signin.html", redirect_authenticated_user=True
-        ),
-        name="login",
-    ),
-    path("signout", auth_views.LogoutView.as_view(), name="logout"),
+    path("signin", session.SignInView.as_view(), name="login"),
+    path("signout", session.SignOutView.as_view(), name="logout"),
+    path("session", session.session_status, name="session"),
+    path("session/extend", session.session_extend, name="session_extend"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("health/live", ops.live, name="health-live"),
     path("health/ready", ops.ready, name="health-ready"),

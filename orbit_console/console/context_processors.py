@@ -1,6 +1,7 @@
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from orbit_console.console.views.session import session_state
 from orbit_console.people.person import load_person
 
 ROLE_NAMES = {"operator": _("Operator"), "supervisor": _("Supervisor"), "auditor": _("Auditor")}
@@ -16,3 +17,12 @@ def person(request: HttpRequest) -> dict[str, object]:
         return {"person": None, "person_roles": ""}
     roles = ", ".join(str(ROLE_NAMES[role]) for role in sorted(current.roles) if role in ROLE_NAMES)
     return {"person": current, "person_roles": roles}
+
+
+def session(request: HttpRequest) -> dict[str, object]:
+    """When the signed-in person's session ends, for the page's warning before it does
+    (``base.html``, ``static/js/console.js``; docs/console.md, "Sessions and drafts")."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"session_state": None}
+    return {"session_state": session_state(request)}

@@ -123,9 +123,3 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
     return _error_page(request, 403)
-
-
-def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
-    """``CSRF_FAILURE_VIEW``: the styled page, with the request's context (Django's default
-    renders its template without it: no header, no language)."""
-    return render(request, "403_csrf.html", status=403)

@@ -47,3 +47,37 @@ class OrbitCredential(models.Model):
     def queue_scope(self) -> frozenset[str]:
         """The queues the credential is limited to; empty: the whole namespace."""
         return frozenset(self.queue_ids.split())
+
+
+MAX_PATH = 300
+
+
+class Draft(models.Model):
+    """What a person had typed into a form that reached the console after their session had
+    ended: kept so that, signed in again in the same browser, they find it where they left it
+    (``people/drafts.py``, docs/console.md "Sessions and drafts").
+
+    A row is one browser's draft for one page. The browser is known by the SHA-256 of a random
+    key in its ``orbit_draft`` cookie (the key itself is never stored); the fields are
+    encrypted at rest (``lib.secretbox``) and never hold a token; a draft is given back only to
+    ``owner``, the person whose session it was, and is gone once given back or after
+    ``CONSOLE_DRAFT_MINUTES``."""
+
+    browser = models.CharField(max_length=64)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="drafts"
+    )
+    # Where the form was posted, and the page that shows it again (both paths of this site).
+    posted_to = models.CharField(max_length=MAX_PATH)
+    resume_at = models.CharField(max_length=MAX_PATH)
+    fields_sealed = models.TextField()
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["browser", "resume_at"], name="one_draft_per_page"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Draft for {self.resume_at}"

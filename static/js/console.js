@@ -110,8 +110,10 @@
   // Fetch a fragment of the console as htmx would and hand it over with its response; when the
   // fetch fails, the next reconnect tries again.
   function fetchFragment(url, handle) {
-    fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
+    // Orbit-Background: the page asks on its own, which keeps no idle session alive.
+    fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true", "Orbit-Background": "1" } })
       .then(function (response) {
+        if (response.status === 401) { document.dispatchEvent(new CustomEvent("orbit:signed-out")); }
         if (!response.ok) { return; }
         return response.text().then(function (html) { handle(html, response); });
       })
@@ -288,10 +290,13 @@
   // says live updates are paused and tries again itself, with a growing, jittered pause (at most
   // 30 s), as the ws extension does only for the standard "try again" codes.
   var CLOSE_UNAVAILABLE = 4503;
+  var CLOSE_UNAUTHENTICATED = 4401;
   document.addEventListener("htmx:wsClose", function (event) {
     var socketElement = event.target;
     clearTimeout(socketElement.orbitSteady);
     var code = event.detail.event && event.detail.event.code;
+    // 4401: the session has ended; the page says "signed out" (see "Sessions and drafts" below).
+    if (code === CLOSE_UNAUTHENTICATED) { document.dispatchEvent(new CustomEvent("orbit:signed-out")); return; }
     if (code !== CLOSE_UNAVAILABLE) { setLive(socketElement, "reconnecting"); return; }
     setLive(socketElement, "paused");
     var pauses = socketElement.orbitPauses = (socketElement.orbitPauses || 0) + 1;
@@ -299,5 +304,234 @@
     setTimeout(function () {
       if (document.body.contains(socketElement)) { event.detail.socketWrapper.reconnect(); }
     }, delay);
+  });
+})();
+
+// --- Sessions and drafts (issue 30; docs/console.md "Sessions and drafts") ----------------------
+// The page knows when its session ends (#session-note, base.html) and warns before: at the idle
+// end it offers "Stay signed in" (POST /session/extend, CSRF-protected); at the end of the
+// sign-in, which nothing extends, it says when to sign in again. Before warning it asks
+// GET /session (a look that moves no end), since another tab may have kept the session alive.
+// Once the session has ended — the server closed a socket with 4401, a live part was answered
+// 401, or /session says so — every live badge says "signed out" and the note offers to sign in.
+// On a wizard step that link sends the step's form (nav=stay): without a session the server keeps
+// what it holds and gives it back after signing in. Forms with typed text are also saved in this
+// tab's sessionStorage as they are typed, and filled back into empty fields (a safety net only:
+// the server keeps drafts without it).
+(function () {
+  "use strict";
+
+  var note, text, stay, signIn;
+  var state = null;
+  var skew = 0;
+  var timer = null;
+  var signedOut = false;
+
+  function now() { return Date.now() + skew; }
+
+  function formatTime(ms) {
+    var lang = document.documentElement.lang || undefined;
+    try {
+      return new Date(ms).toLocaleTimeString(lang, { hour: "2-digit", minute: "2-digit" });
+    } catch (e) {
+      return new Date(ms).toISOString().slice(11, 16) + " UTC";
+    }
+  }
+
+  function csrfToken() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; }
+    catch (e) { return ""; }
+  }
+
+  function adopt(fresh) {
+    if (!fresh || !fresh.signed_in) { showSignedOut(); return; }
+    skew = fresh.now - Date.now();
+    state = {
+      expiresAt: fresh.expires_at,
+      extendable: !!fresh.extendable,
+      warnMs: fresh.warn_seconds * 1000
+    };
+    schedule();
+  }
+
+  function later(fn, ms) {
+    clearTimeout(timer);
+    timer = setTimeout(fn, Math.max(250, Math.min(ms, 2147483647)));
+  }
+
+  function schedule() {
+    if (signedOut || !state) { return; }
+    var left = state.expiresAt - now();
+    if (left > state.warnMs) {
+      hideWarning();
+      later(check, left - state.warnMs);
+    } else if (left > 0) {
+      showWarning();
+      later(check, left + 500);
+    } else {
+      later(check, 5000);
+    }
+  }
+
+  // Ask the server how things stand; a failed look tries again a little later.
+  function check() {
+    if (signedOut) { return; }
+    fetch(note.dataset.statusUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (fresh) { if (fresh) { adopt(fresh); } else { later(check, 10000); } })
+      .catch(function () { later(check, 10000); });
+  }
+
+  function showWarning() {
+    var template = state.extendable ? note.dataset.textIdle : note.dataset.textEnd;
+    var message = template.replace("{time}", formatTime(state.expiresAt));
+    stay.hidden = !state.extendable;
+    signIn.hidden = true;
+    if (note.hidden || text.textContent !== message) { text.textContent = message; }
+    note.hidden = false;
+  }
+
+  function hideWarning() {
+    if (!signedOut) { note.hidden = true; }
+  }
+
+  function showSignedOut() {
+    clearTimeout(timer);
+    document.querySelectorAll(".flag.live").forEach(function (badge) {
+      badge.textContent = note ? note.dataset.signedOut : "signed out";
+      badge.dataset.state = "signed-out";
+    });
+    if (!note || signedOut) { signedOut = true; return; }
+    signedOut = true;
+    text.textContent = note.dataset.textEnded;
+    stay.hidden = true;
+    signIn.hidden = false;
+    note.hidden = false;
+  }
+
+  function stayed() {
+    stay.disabled = true;
+    fetch(note.dataset.extendUrl, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken(), "Accept": "application/json" }
+    })
+      .then(function (response) {
+        if (response.status === 401) { showSignedOut(); return null; }
+        return response.ok ? response.json() : null;
+      })
+      .then(function (fresh) {
+        stay.disabled = false;
+        if (fresh) { adopt(fresh); return; }
+        if (!signedOut) { text.textContent = note.dataset.textFailed; }
+      })
+      .catch(function () {
+        stay.disabled = false;
+        text.textContent = note.dataset.textFailed;
+      });
+  }
+
+  // On a wizard step, signing in again goes through the step's own form: it keeps everything.
+  function signInKeepingTheStep(event) {
+    var form = document.querySelector("form[data-stay-on-sign-in]");
+    if (!form) { return; }
+    event.preventDefault();
+    var nav = document.createElement("input");
+    nav.type = "hidden";
+    nav.name = "nav";
+    nav.value = "stay";
+    form.appendChild(nav);
+    saveForm(form);
+    HTMLFormElement.prototype.submit.call(form);
+  }
+
+  // --- The tab's own copy of typed text (sessionStorage), for the person signed in only ---
+  var STORED = "orbit.draft:";
+
+  function storageKey(form) {
+    var step = form.querySelector("input[name=step]");
+    return STORED + note.dataset.person + "|" + location.pathname + "|" +
+      (form.getAttribute("action") || "") + "|" + (step ? step.value : "");
+  }
+
+  function forgetStored() {
+    try {
+      Object.keys(sessionStorage).forEach(function (key) {
+        if (key.indexOf(STORED) === 0) { sessionStorage.removeItem(key); }
+      });
+    } catch (e) { /* off */ }
+  }
+
+  function typedFields(form) {
+    return Array.prototype.filter.call(form.elements, function (field) {
+      return field.name && (field.tagName === "TEXTAREA" ||
+        (field.tagName === "INPUT" && /^(text|number|datetime-local|search|url|email)$/.test(field.type)));
+    });
+  }
+
+  function saveForm(form) {
+    var values = {};
+    typedFields(form).forEach(function (field) { if (field.value) { values[field.name] = field.value; } });
+    try { sessionStorage.setItem(storageKey(form), JSON.stringify(values)); } catch (e) { /* full or off */ }
+  }
+
+  function restoreForm(form) {
+    var saved;
+    try { saved = JSON.parse(sessionStorage.getItem(storageKey(form)) || "null"); } catch (e) { saved = null; }
+    if (!saved) { return; }
+    typedFields(form).forEach(function (field) {
+      if (!field.value && saved[field.name]) {
+        field.value = saved[field.name];
+        field.dispatchEvent(new Event("input", { bubbles: true }));
+      }
+    });
+  }
+
+  function keepTyping(form) {
+    restoreForm(form);
+    form.addEventListener("input", function () { saveForm(form); });
+    // Sent: the server has it now (and keeps it if the session has ended).
+    form.addEventListener("submit", function () {
+      try { sessionStorage.removeItem(storageKey(form)); } catch (e) { /* off */ }
+    });
+  }
+
+  document.addEventListener("orbit:signed-out", showSignedOut);
+  document.addEventListener("htmx:responseError", function (event) {
+    if (event.detail.xhr && event.detail.xhr.status === 401) { showSignedOut(); }
+  });
+  // A request the page makes on its own (a live part asking again after a push) is not the
+  // person's: it does not keep an idle session alive.
+  document.addEventListener("htmx:configRequest", function (event) {
+    var cause = event.detail.triggeringEvent;
+    if (cause && typeof cause.type === "string" && cause.type.indexOf("orbit:") === 0) {
+      event.detail.headers["Orbit-Background"] = "1";
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    note = document.getElementById("session-note");
+    if (!note) { return; }
+    document.querySelectorAll("form[data-keeps-draft]").forEach(keepTyping);
+    // Signing out on purpose: nothing typed stays in the tab either.
+    document.addEventListener("submit", function (event) {
+      if (event.target.getAttribute("action") === note.dataset.signOutUrl) { forgetStored(); }
+    });
+    text = document.getElementById("session-note-text");
+    stay = document.getElementById("session-stay");
+    signIn = document.getElementById("session-sign-in");
+    stay.addEventListener("click", stayed);
+    signIn.addEventListener("click", signInKeepingTheStep);
+    if (signedOut) { signedOut = false; showSignedOut(); return; } // a socket said so already
+    document.addEventListener("visibilitychange", function () {
+      if (document.visibilityState === "visible") { check(); }
+    });
+    adopt({
+      signed_in: true,
+      expires_at: parseInt(note.dataset.expiresAt, 10),
+      extendable: note.dataset.extendable === "yes",
+      warn_seconds: parseInt(note.dataset.warnSeconds, 10),
+      now: parseInt(note.dataset.now, 10)
+    });
   });
 })();

@@ -18,9 +18,10 @@ import httpx
 import pytest
 import redis
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin
 
+from orbit_console.lib.live import CLOSE_UNAUTHENTICATED
 from tests.support.orbit import bearer, new_key, review_body
 from tests.support.people import TestPerson, make_person, make_reader
 from tests.support.servers import DaphneServer
@@ -134,11 +135,12 @@ def test_review_through_the_api_reaches_an_auditors_socket(
 def test_real_server_refuses_foreign_origins_strangers_and_people_without_audit_read(
     orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
 ) -> None:
-    """The handshake itself is refused (HTTP 403): the socket never opens."""
+    """The handshake itself is refused (HTTP 403): the socket never opens. A stranger without a
+    session is told so instead (accepted, then closed with 4401), so that the page can say
+    "signed out" rather than retry for ever."""
     task_id = world["tasks"]["needs_review"]
     attempts = [
         (session_cookie(people["auditor"].user), "http://evil.example"),
-        (None, ""),
         (session_cookie(make_reader(world, "operator").user), ""),
     ]
 
@@ -148,6 +150,10 @@ def test_real_server_refuses_foreign_origins_strangers_and_people_without_audit_
                 async with open_socket(orbit_server, task_id, session, origin=origin):
                     pass
             assert refused.value.response.status_code == 403
+        async with open_socket(orbit_server, task_id, None) as socket:
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(socket.recv(), ARRIVAL_TIMEOUT)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == CLOSE_UNAUTHENTICATED
 
     asyncio.run(scenario())
 

@@ -20,6 +20,7 @@ from orbit_console.console.views.common import (
     set_aside_context,
     task_now,
 )
+from orbit_console.console.views.drafts import keeps_draft, take_draft
 from orbit_console.decisions.batches import awaiting_approval
 from orbit_console.decisions.models import (
     ConsoleEvent,
@@ -109,6 +110,7 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
     else:
         drift = _drift(proposal, current)
     context = {
+        **await _restored(request, proposal, person),
         "proposal": proposal,
         "events": events,
         "submission": submission,
@@ -132,6 +134,43 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
         ),
     }
     return await arender(request, "console/proposal.html", context)
+
+
+async def _restored(request: HttpRequest, proposal: Proposal, person: Person) -> dict[str, str]:
+    """A note or a reason typed before the session ended, back in its field after signing in
+    (views/drafts.py); if the proposal was decided meanwhile, the page says what was typed."""
+    draft = await take_draft(request)
+    if draft is None:
+        return {}
+    fields = dict(draft.fields)
+    if draft.posted_to == reverse("console:proposal_approve", args=[proposal.id]):
+        name, text = "restored_note", fields.get("note", "")
+    elif draft.posted_to == reverse("console:proposal_reject", args=[proposal.id]):
+        name, text = "restored_reason", fields.get("reason", "")
+    else:
+        return {}
+    may_decide = (
+        proposal.is_pending
+        and person.has_role(SUPERVISOR)
+        and person.user.pk != proposal.proposed_by_id
+    )
+    if not text:
+        return {}
+    if may_decide:
+        messages.info(
+            request,
+            _("You were signed out before this was sent. What you typed is here again."),
+        )
+        return {name: text}
+    messages.warning(
+        request,
+        _(
+            "You were signed out before this was sent, and the proposal has been decided "
+            "since. What you typed: %(text)s"
+        )
+        % {"text": text},
+    )
+    return {}
 
 
 def _drift(proposal: Proposal, current: Task | None) -> list[str]:
@@ -178,8 +217,13 @@ def _moved_since_applied(
     return warnings
 
 
+def _proposal_page(request: HttpRequest, proposal_id: str) -> str:
+    return reverse("console:proposal", args=[proposal_id])
+
+
 @require_POST
 @console_view
+@keeps_draft(_proposal_page)
 async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpResponse:
     person: Person = request.person  # type: ignore[attr-defined]
     if not person.has_role(SUPERVISOR):
@@ -206,6 +250,7 @@ async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpR
 
 @require_POST
 @console_view
+@keeps_draft(_proposal_page)
 async def proposal_reject_view(request: HttpRequest, proposal_id: str) -> HttpResponse:
     person: Person = request.person  # type: ignore[attr-defined]
     if not person.has_role(SUPERVISOR):

@@ -29,6 +29,7 @@ from orbit_console.client import OrbitClient, OrbitError
 from orbit_console.console import forms as wizard_forms
 from orbit_console.console.availability import recovery_mode
 from orbit_console.console.views.common import NoCredentialError, arender, console_view
+from orbit_console.console.views.drafts import keeps_draft, take_draft
 from orbit_console.decisions import batches
 from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
 from orbit_console.decisions.proposals import ProposalRefused
@@ -286,11 +287,23 @@ def _initial(batch: Batch) -> dict[str, Any] | None:
 @console_view
 async def batch_detail(request: HttpRequest, batch_id: str) -> HttpResponse:
     batch = await sync_to_async(_visible)(_person(request), batch_id)
+    # A decision typed before the session ended, back in its form (views/drafts.py).
+    draft = await take_draft(request)
+    if draft is not None and draft.posted_to == reverse("console:batch_decide", args=[batch.id]):
+        restored = QueryDict(mutable=True)
+        for name, value in draft.fields:
+            restored.appendlist(name, value)
+        return await _render_page(request, batch, form=_decide_form(batch, request, restored))
     return await _render_page(request, batch)
+
+
+def _batch_page(request: HttpRequest, batch_id: str) -> str:
+    return reverse("console:batch", args=[batch_id])
 
 
 @require_POST
 @console_view
+@keeps_draft(_batch_page)
 async def batch_decide_view(request: HttpRequest, batch_id: str) -> HttpResponse:
     person = _person(request)
     batch = await sync_to_async(_visible)(person, batch_id)

@@ -7,12 +7,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user
-from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
+from orbit_console.console.views.drafts import remember_owner, sign_in_again
+from orbit_console.ops.sessions import touch
 from orbit_console.people.access import require_task_access
 from orbit_console.people.person import Person, load_person, orbit_client
 
@@ -24,38 +25,55 @@ class ConsoleRequest(HttpRequest):
 
 
 def console_view(view: AsyncView) -> AsyncView:
-    """Sign-in required (else to the sign-in page, as ``login_required``); the user and
-    ``request.person`` are resolved once, in one hop to the sync thread, so that templates
-    never touch the database lazily from the event loop."""
+    """Sign-in required (else to the sign-in page, as ``login_required``, keeping the typed
+    fields of a view marked ``keeps_draft``); the user and ``request.person`` are resolved once,
+    in one hop to the sync thread, so that templates never touch the database lazily from the
+    event loop. The person's request moves their session's idle end."""
 
     @wraps(view)
     async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         person = await sync_to_async(_signed_in)(request)
         if person is None:
-            return redirect_to_login(request.get_full_path())
+            # Without a session: a form with typed text is kept for later (views/drafts.py).
+            return await sync_to_async(sign_in_again)(request, view, kwargs)
         request.user = person.user
         request.person = person  # type: ignore[attr-defined]
-        try:
-            return await view(request, *args, **kwargs)
-        except NoCredentialError:
-            return await arender(
-                request, "console/api_problem.html", {"problem": "credential"}, status=403
-            )
-        except OrbitError as error:
-            # The API's 400 answers what the browser asked for (a cursor, a filter): the
-            # browser's mistake is a 400 here too, not a failure of the console (502).
-            status = {400: 400, 404: 404, 401: 403, 403: 403}.get(error.status, 502)
-            context = {"problem": "error", "error": error}
-            return await arender(request, "console/api_problem.html", context, status=status)
-        except OutcomeUnknown as unknown:
-            context = {"problem": "unavailable", "unknown": unknown}
-            return await arender(request, "console/api_problem.html", context, status=503)
+        response = await _serve(view, request, *args, **kwargs)
+        await remember_owner(request, response, person.user)
+        return response
 
     return wrapper
 
 
+async def _serve(view: AsyncView, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    try:
+        response: HttpResponse = await view(request, *args, **kwargs)
+        return response
+    except NoCredentialError:
+        return await arender(
+            request, "console/api_problem.html", {"problem": "credential"}, status=403
+        )
+    except OrbitError as error:
+        # The API's 400 answers what the browser asked for (a cursor, a filter): the
+        # browser's mistake is a 400 here too, not a failure of the console (502).
+        status = {400: 400, 404: 404, 401: 403, 403: 403}.get(error.status, 502)
+        context = {"problem": "error", "error": error}
+        return await arender(request, "console/api_problem.html", context, status=status)
+    except OutcomeUnknown as unknown:
+        context = {"problem": "unavailable", "unknown": unknown}
+        return await arender(request, "console/api_problem.html", context, status=503)
+
+
+# A request the page made on its own (a live part refreshing, a catch-up after a reconnect):
+# not the person's activity, so it does not keep an idle session alive (static/js/console.js).
+BACKGROUND_HEADER = "Orbit-Background"
+
+
 def _signed_in(request: HttpRequest) -> Person | None:
-    return load_person(get_user(request))
+    person = load_person(get_user(request))
+    if person is not None and not request.headers.get(BACKGROUND_HEADER):
+        touch(request.session)  # the person's request: the idle end moves (ops/sessions.py)
+    return person
 
 
 def requires_role(*roles: str) -> Callable[[AsyncView], AsyncView]:

@@ -3,8 +3,9 @@
 Both wizards share one engine. The first page pins the task's revision in a signed hidden field;
 every later page carries what was typed so far (hidden for the other steps), re-reads the task
 to show its present state, and validates everything up to the current step, so that an error
-is shown inline and nothing typed is lost. The final step stores the exact request body as a
-submission before sending it.
+is shown inline and nothing typed is lost — nor when the session ends before a step is sent
+(``keeps_draft``: the step comes back after signing in). The final step stores the exact
+request body as a submission before sending it.
 """
 
 import asyncio
@@ -40,6 +41,7 @@ from orbit_console.console.views.common import (
     set_aside,
     task_client,
 )
+from orbit_console.console.views.drafts import keeps_draft, take_draft
 from orbit_console.console.views.tasks import task_id_or_404
 from orbit_console.decisions.proposals import proposal_create
 from orbit_console.decisions.submissions import submission_create, submission_send
@@ -135,14 +137,21 @@ RETRY = Wizard(
 )
 
 
+def _same_page(request: HttpRequest, **kwargs: str) -> str:
+    """The wizard's steps are all shown at its own address."""
+    return request.path
+
+
 @require_http_methods(["GET", "POST"])
 @console_view
+@keeps_draft(_same_page)
 async def review_wizard(request: HttpRequest, task_id: str) -> HttpResponse:
     return await _run(request, task_id, REVIEW)
 
 
 @require_http_methods(["GET", "POST"])
 @console_view
+@keeps_draft(_same_page)
 async def retry_wizard(request: HttpRequest, task_id: str) -> HttpResponse:
     return await _run(request, task_id, RETRY)
 
@@ -156,6 +165,9 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
     if mode is None:
         raise PermissionDenied
     if request.method == "GET":
+        draft = await take_draft(request)
+        if draft is not None and draft.posted_to == request.path:
+            return await _resume(request, wizard, task_id, _query_dict(draft.fields))
         task = await _read_task(request, task_id, step_index=0)
         availability = wizard.availability(task, person)
         if not availability.allowed:
@@ -194,6 +206,10 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
         back = max(0, index - 1)
         task = await _read_task(request, task_id, step_index=back)
         return await _render(request, wizard, task, pin, step_index=back, data=None)
+    if request.POST.get("nav") == "stay":
+        # The page's own "sign in to continue" (static/js/console.js): the same step again,
+        # never a move and never a submission.
+        return await _show_step(request, wizard, task_id, pin, index, request.POST)
 
     cleaned: dict[str, Any] = {}
     for position, step in enumerate(wizard.steps[: index + 1]):
@@ -214,6 +230,67 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
     if mode == PROPOSE:
         return await _propose(request, wizard, pin, cleaned)
     return await _submit(request, wizard, pin, cleaned)
+
+
+async def _resume(
+    request: HttpRequest, wizard: Wizard, task_id: str, fields: QueryDict
+) -> HttpResponse:
+    """Back after signing in again: the step the person was on, with everything they had
+    typed and the revision they pinned (a task that moved meanwhile says so, as on any step).
+    Whatever they pressed is not done for them: they look at the step and go on."""
+    pin = Pin.read(fields.get("pin", ""), wizard, task_id)
+    if pin is None:
+        return HttpResponseRedirect(request.path)
+    names = [step.name for step in wizard.steps]
+    step_name = fields.get("step", "")
+    index = names.index(step_name) if step_name in names else 0
+    messages.info(
+        request,
+        _(
+            "You were signed out before this step was sent. Everything you typed is here "
+            "again: check it and go on."
+        ),
+    )
+    return await _show_step(request, wizard, task_id, pin, index, fields)
+
+
+async def _show_step(
+    request: HttpRequest,
+    wizard: Wizard,
+    task_id: str,
+    pin: "Pin",
+    index: int,
+    posted: QueryDict,
+) -> HttpResponse:
+    """Step ``index`` as it stood, from ``posted``: the steps before it are checked again (the
+    confirm step shows the body they make), this one is shown without judging it."""
+    cleaned: dict[str, Any] = {}
+    for position, step in enumerate(wizard.steps[:index]):
+        form = step.form(posted, **wizard.form_kwargs(request, pin, step.name))
+        if not form.is_valid():
+            task = await _read_task(request, task_id, step_index=position)
+            return await _render(
+                request,
+                wizard,
+                task,
+                pin,
+                step_index=position,
+                data=form,
+                cleaned=cleaned,
+                kept=posted,
+            )
+        cleaned.update(form.cleaned_data)
+    task = await _read_task(request, task_id, step_index=index)
+    return await _render(
+        request, wizard, task, pin, step_index=index, data=None, cleaned=cleaned, kept=posted
+    )
+
+
+def _query_dict(fields: list[tuple[str, str]]) -> QueryDict:
+    data = QueryDict(mutable=True)
+    for name, value in fields:
+        data.appendlist(name, value)
+    return data
 
 
 async def _propose(
@@ -340,11 +417,11 @@ async def _render(
     kept: QueryDict | None = None,
 ) -> HttpResponse:
     """Show one step. ``data`` is the bound form of this step when it has errors; otherwise the
-    step's form starts from what was typed earlier (kept in the POST data, or, on a first step,
-    ``kept`` from a decision that was set aside)."""
+    step's form starts from what was typed earlier: in the POST data, or ``kept`` — a decision
+    that was set aside (on a first step), or a draft given back after signing in again."""
     step = wizard.steps[step_index]
     kwargs = wizard.form_kwargs(request, pin, step.name)
-    posted = request.POST if request.method == "POST" else kept or QueryDict()
+    posted = kept if kept is not None else request.POST if request.method == "POST" else QueryDict()
     form = data or step.form(initial=_initial(step.form, posted), **kwargs)
     # Where the keyboard lands: on the first field to fix after a failed step, on the new
     # step's heading after a move (a screen reader then reads where the person is).

@@ -7,7 +7,6 @@ did not exist); a credential limited to some queues can only subscribe to some o
 """
 
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -22,6 +21,7 @@ from orbit_console.ledger.requests import body_digest, body_members, invalid_fie
 from orbit_console.ledger.services import key_digest
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import publish_on_commit
+from orbit_console.lib.numbers import NotAnInteger, OutOfRange, integer_in
 from orbit_console.lib.rfc3339 import format_utc
 
 MAX_NAME_CHARS = 200
@@ -58,15 +58,15 @@ def parse_subscription(body: bytes) -> SubscriptionRequest:
         queue_ids = tuple(sorted(value))
     lease_ms = DEFAULT_LEASE_MS
     if "lease_ms" in members:
-        lease = members["lease_ms"].value
         # An integer as JSON Schema has it: 5000, or 5000.0 (the document says "integer").
-        if isinstance(lease, Decimal) and lease.is_finite() and lease == lease.to_integral_value():
-            lease = int(lease)
-        if isinstance(lease, bool) or not isinstance(lease, int):
-            raise invalid_field("lease_ms", "must be an integer number of milliseconds")
-        if not LEASE_MS[0] <= lease <= LEASE_MS[1]:
-            raise invalid_field("lease_ms", f"must be from {LEASE_MS[0]} to {LEASE_MS[1]}")
-        lease_ms = lease
+        try:
+            lease_ms = integer_in(members["lease_ms"].value, *LEASE_MS)
+        except NotAnInteger:
+            raise invalid_field("lease_ms", "must be an integer number of milliseconds") from None
+        except OutOfRange:
+            raise invalid_field(
+                "lease_ms", f"must be from {LEASE_MS[0]} to {LEASE_MS[1]}"
+            ) from None
     return SubscriptionRequest(name, queue_ids, lease_ms, body_digest(members))
 
 

@@ -30,6 +30,7 @@ from orbit_console.ledger.errors import (
     Unavailable,
 )
 from orbit_console.lib.ids import is_id, new_request_id
+from orbit_console.lib.numbers import decimal_in
 from orbit_console.lib.strictjson import dumps
 from orbit_console.ops.metrics import API_ANSWERS
 
@@ -172,10 +173,12 @@ def limit_param(params: dict[str, str], *, default: int = 20, maximum: int = 100
     text = params.get("limit")
     if text is None:
         return default
-    # The length bound comes before int(), which refuses strings of more than 4300 digits.
-    if not (text.isascii() and text.isdigit()) or len(text) > 20 or not 1 <= int(text) <= maximum:
-        raise InvalidArgument(f"limit: must be an integer from 1 to {maximum}", field="limit")
-    return int(text)
+    try:
+        return decimal_in(text, 1, maximum)
+    except ValueError:
+        raise InvalidArgument(
+            f"limit: must be an integer from 1 to {maximum}", field="limit"
+        ) from None
 
 
 def cursor_param(params: dict[str, str], *, max_chars: int) -> str | None:

@@ -60,8 +60,19 @@ def json_response(request: HttpRequest, status: int, body: dict[str, Any]) -> Ht
 
 
 def error_page(request: HttpRequest, status: int) -> HttpResponse:
-    """The project's 404 and 500 pages under ``/v1/``, in the API's envelope."""
-    error = NotFound("no such endpoint") if status == 404 else ApiError("internal error")
+    """The project's 400, 404 and 500 pages under ``/v1/``, in the API's envelope. A 400 here
+    is a request Django could not read before any view saw it (a header it cannot parse, a
+    query string over its limits, a Host it does not serve)."""
+    error: ApiError
+    if status == 400:
+        error = InvalidArgument(
+            "the request could not be read: a header, the path or the query string is "
+            "malformed or too large"
+        )
+    elif status == 404:
+        error = NotFound("no such endpoint")
+    else:
+        error = ApiError("internal error")
     return error_response(request, error)
 
 

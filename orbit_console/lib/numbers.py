@@ -56,13 +56,18 @@ def integer_in(value: Any, minimum: int, maximum: int, *, written_as_integer: bo
     return number
 
 
+# No integer a query takes needs more characters (2^64 has twenty digits): a longer text is
+# refused on its length, leading zeros included.
+MAX_DECIMAL_CHARS = 20
+
+
 def decimal_in(text: str, minimum: int, maximum: int) -> int:
-    """A query-string value of ASCII digits only (no sign, no spaces; leading zeros allowed)
-    as an ``int`` within ``[minimum, maximum]``."""
+    """A query-string value of ASCII digits only (no sign, no spaces; a few leading zeros
+    allowed: ``005``) as an ``int`` within ``[minimum, maximum]``."""
     if not (text.isascii() and text.isdigit()):
         raise NotAnInteger
     significant = text.lstrip("0") or "0"
-    if len(significant) > _digits_of(minimum, maximum):
+    if len(text) > MAX_DECIMAL_CHARS or len(significant) > _digits_of(minimum, maximum):
         raise OutOfRange
     number = int(significant)
     if not minimum <= number <= maximum:

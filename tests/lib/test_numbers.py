@@ -95,14 +95,17 @@ def test_the_bounds_are_inclusive_whatever_the_type() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"), [("1", 1), ("100", 100), ("007", 7), ("0" * 100_000 + "42", 42)]
+    ("text", "expected"), [("1", 1), ("100", 100), ("007", 7), ("0" * 18 + "42", 42)]
 )
 def test_query_digits_in_range_are_taken(text: str, expected: int) -> None:
     assert decimal_in(text, 1, 100) == expected
 
 
-@pytest.mark.parametrize("text", ["0", "101", "9" * 100_000, "1" + "0" * 5000])
+@pytest.mark.parametrize(
+    "text", ["0", "101", "9" * 100_000, "1" + "0" * 5000, "0" * 19 + "42", "0" * 100_000 + "1"]
+)
 def test_query_digits_out_of_range_are_refused(text: str) -> None:
+    """Out of range by value, or by length: more than twenty characters, zeros included."""
     with pytest.raises(OutOfRange):
         decimal_in(text, 1, 100)
 

@@ -26,8 +26,8 @@ from django.conf import settings  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from orbit_console.decisions.batchworker import run_batches, sends_here  # noqa: E402
+from orbit_console.events.origins import EventOriginValidator  # noqa: E402
 from orbit_console.events.routing import websocket_urlpatterns as api_websockets  # noqa: E402
-from orbit_console.events.stream import EventOriginValidator  # noqa: E402
 from orbit_console.feed.consumer import run_feed  # noqa: E402
 from orbit_console.ops.background import Background  # noqa: E402
 from orbit_console.ops.edge import Edge  # noqa: E402

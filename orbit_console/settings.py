@@ -9,6 +9,7 @@ in docs/deployment.md.
 
 import importlib.util
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -189,16 +190,39 @@ REDIS_URL = env_str("REDIS_URL")
 # longer (a hung Redis) is given up and counted, and viewers catch up (lib/live.py).
 ORBIT_PUBLISH_TIMEOUT = env_int("ORBIT_PUBLISH_TIMEOUT_MS", 500, minimum=1) / 1000
 
-# The recovery API's event stream (docs/events.md). The Origins its handshake accepts (default:
-# the hosts of ALLOWED_HOSTS, as for the console's sockets); how long a client may stay silent
+# The recovery API's event stream (docs/events.md). The Origins its handshake accepts besides its
+# own (events/origins.py: the consoles that consume it from elsewhere), each scheme://host[:port]
+# and matched on all three; how long a client may stay silent
 # (it pings at least this often; three missed close the stream); how often a stream looks for
 # owed events on its own and checks its credential again; how long an unacknowledged delivery
 # is kept.
 ORBIT_EVENTS_ALLOWED_ORIGINS = env_list("ORBIT_EVENTS_ALLOWED_ORIGINS", [])
+for _origin in ORBIT_EVENTS_ALLOWED_ORIGINS:
+    if not re.fullmatch(r"https?://[^/?#@\s]+", _origin):
+        raise ImproperlyConfigured(
+            f"ORBIT_EVENTS_ALLOWED_ORIGINS takes origins such as https://console.example.com"
+            f" or http://10.0.0.5:8080 (scheme, host, port), not {_origin!r}"
+        )
 ORBIT_EVENTS_HEARTBEAT_MS = env_int("ORBIT_EVENTS_HEARTBEAT_MS", 10_000, minimum=100)
 ORBIT_EVENTS_POLL_MS = env_int("ORBIT_EVENTS_POLL_MS", 1_000, minimum=10)
 ORBIT_EVENTS_RECHECK_SECONDS = env_int("ORBIT_EVENTS_RECHECK_SECONDS", 5, minimum=1)
 ORBIT_EVENTS_RETENTION_HOURS = env_int("ORBIT_EVENTS_RETENTION_HOURS", 7 * 24, minimum=1)
+# What one credential, and all the credentials of one namespace together, may hold: each
+# subscription costs a row per event written in its scope (kept until acknowledged, at most the
+# retention), each open stream a database look every poll on its process's one sync thread.
+# Refused beyond them with 429 SUBSCRIPTION_LIMIT / STREAM_LIMIT (docs/events.md).
+ORBIT_EVENTS_MAX_SUBSCRIPTIONS_PER_CREDENTIAL = env_int(
+    "ORBIT_EVENTS_MAX_SUBSCRIPTIONS_PER_CREDENTIAL", 10, minimum=1
+)
+ORBIT_EVENTS_MAX_SUBSCRIPTIONS_PER_NAMESPACE = env_int(
+    "ORBIT_EVENTS_MAX_SUBSCRIPTIONS_PER_NAMESPACE", 50, minimum=1
+)
+ORBIT_EVENTS_MAX_STREAMS_PER_CREDENTIAL = env_int(
+    "ORBIT_EVENTS_MAX_STREAMS_PER_CREDENTIAL", 10, minimum=1
+)
+ORBIT_EVENTS_MAX_STREAMS_PER_NAMESPACE = env_int(
+    "ORBIT_EVENTS_MAX_STREAMS_PER_NAMESPACE", 50, minimum=1
+)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {

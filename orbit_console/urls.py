@@ -20,6 +20,7 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
 ]
 
+handler400 = "orbit_console.ops.views.bad_request"
 handler403 = "orbit_console.ops.views.permission_denied"
 handler404 = "orbit_console.ops.views.page_not_found"
 handler500 = "orbit_console.ops.views.server_error"

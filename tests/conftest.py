@@ -45,11 +45,17 @@ def live_db(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
         yield
 
 
+# The Origin a console process of the test run declares to an external Orbit's event stream
+# (feed/sources.console_origin: http:// and the first of ALLOWED_HOSTS), which the servers that
+# play that Orbit allow, as its operator would (docs/events.md).
+CONSOLE_ORIGINS = {"ORBIT_EVENTS_ALLOWED_ORIGINS": "http://127.0.0.1"}
+
+
 @pytest.fixture(scope="session")
 def orbit_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """One daphne process serving the recovery API and the console on the test database."""
     with django_db_blocker.unblock():
-        server = DaphneServer("orbit").start()
+        server = DaphneServer("orbit", env=CONSOLE_ORIGINS).start()
     yield server
     server.stop()
 
@@ -59,7 +65,7 @@ def orbit_server_2(orbit_server: DaphneServer, django_db_blocker: Any) -> Iterat
     """A second daphne process on the same database: with it, racing requests really run at
     the same time (one process runs its sync views one at a time)."""
     with django_db_blocker.unblock():
-        server = DaphneServer("orbit-2").start()
+        server = DaphneServer("orbit-2", env=CONSOLE_ORIGINS).start()
     yield server
     server.stop()
 

@@ -4,6 +4,7 @@ permission, the error envelope) and described in its OpenAPI document."""
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -154,7 +155,8 @@ def openapi_paths() -> tuple[dict[str, Any], dict[str, Any]]:
         },
         "/v1/subscriptions": {
             "get": {
-                "summary": "The event subscriptions within the credential's scope, newest first",
+                "summary": "The credential's own event subscriptions within its scope, newest "
+                "first",
                 "x-permission": Permission.SUBSCRIBE,
                 "parameters": [openapi.LIMIT],
                 "responses": {
@@ -177,6 +179,14 @@ def openapi_paths() -> tuple[dict[str, Any], dict[str, Any]]:
                         "SubscriptionResponse", "Created before with this Idempotency-Key"
                     ),
                     **openapi.errors(400, 401, 403, 404, 409, 503),
+                    "429": openapi.response(
+                        "Error",
+                        "SUBSCRIPTION_LIMIT: the credential holds "
+                        f"{settings.ORBIT_EVENTS_MAX_SUBSCRIPTIONS_PER_CREDENTIAL} subscriptions, "
+                        "or its namespace "
+                        f"{settings.ORBIT_EVENTS_MAX_SUBSCRIPTIONS_PER_NAMESPACE}: delete one "
+                        "first",
+                    ),
                 },
             },
         },

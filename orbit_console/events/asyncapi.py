@@ -11,6 +11,7 @@ validates against its message here.
 import functools
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
@@ -19,6 +20,7 @@ from orbit_console.events import stream
 from orbit_console.ledger.api.openapi import ID, STATE, TIME
 from orbit_console.ledger.journal import TASK_ACCEPTED, TASK_COMPLETED, TASK_NEEDS_REVIEW
 from orbit_console.ledger.services import ACCEPTED, CANCELLED, EXECUTION_RESULT, REVIEW
+from orbit_console.lib.strictjson import MAX_DEPTH
 
 EVENT_TYPES = [TASK_ACCEPTED, TASK_NEEDS_REVIEW, TASK_COMPLETED]
 OPERATIONS = [ACCEPTED, EXECUTION_RESULT, CANCELLED, REVIEW]
@@ -166,13 +168,22 @@ def document() -> dict[str, Any]:
             "version": "1",
             "description": (
                 "Task events of one subscription, at least once, each under a lease. Open the "
-                f"WebSocket with the subprotocol {stream.SUBPROTOCOL}, an allowed Origin and a "
-                "bearer token holding events:subscribe; ping at least every heartbeat_ms; "
+                f"WebSocket with the subprotocol {stream.SUBPROTOCOL}, an allowed Origin "
+                "(scheme, host and port) and the bearer token of the credential that owns the "
+                "subscription, holding events:subscribe; ping at least every heartbeat_ms; "
                 "ack each event's proof after your own transaction committed; on a new "
                 "connection, resume with the proofs you held. An event only prompts a re-read "
-                "of the task and its audit. Close codes: 4400 a malformed frame, 4401 the "
+                "of the task and its audit. A refused handshake answers the API's error "
+                "envelope: 403 the Origin or the permission, 401 the token, 400 the "
+                "subprotocol or the query, 404 the subscription, 429 STREAM_LIMIT (the "
+                f"credential has {settings.ORBIT_EVENTS_MAX_STREAMS_PER_CREDENTIAL} streams "
+                f"open, or its namespace {settings.ORBIT_EVENTS_MAX_STREAMS_PER_NAMESPACE}). "
+                f"Frames are JSON text of at most {stream.MAX_FRAME_CHARS} characters, nested "
+                f"at most {MAX_DEPTH} deep, with exactly the members described here. Close "
+                "codes: 4400 a malformed frame, 4401 the "
                 "token is no longer valid, 4403 it lost events:subscribe, 4404 the "
-                "subscription is gone, 4408 no heartbeat, 4503 the stream failed (reconnect). "
+                "subscription is gone, 4408 no heartbeat, 4429 the stream could not keep its "
+                "place among the open ones, 4503 the stream failed (reconnect). "
                 "Subscriptions are managed over HTTP: /v1/openapi.json. See docs/events.md."
             ),
         },

@@ -2,10 +2,11 @@
 ``orbit.events.v1`` (I3; the frames: docs/events.md and ``/v1/asyncapi.json``).
 
 The handshake is judged in the recovery API's order (O3): the Origin (an allowed one, before
-anything else: ``EventOriginValidator``), 401 the bearer token, 403 ``events:subscribe``, 400
-the subprotocol and the query, 404 a subscription outside the credential's scope. A refusal is
-the API's error envelope with its HTTP status where the server can answer a handshake with a
-response (uvicorn), else a closed handshake (403).
+anything else: ``origins.EventOriginValidator``), 401 the bearer token, 403 ``events:subscribe``,
+400 the subprotocol and the query, 404 a subscription the credential does not own or that is
+outside its scope, 429 the limits on open streams (``openstreams.py``). A refusal is the API's
+error envelope with its HTTP status where the server can answer a handshake with a response
+(uvicorn), else a closed handshake (403).
 
 Once open, the stream hands the subscription's owed events out, oldest first, never more than
 ``capacity`` unacknowledged at once, each under a lease; it is woken when events are written
@@ -14,12 +15,16 @@ process whose wake-ups cannot reach this one, leases that ran out). The client p
 every ``heartbeat_ms``; a stream that hears nothing for three of them closes (4408), and its
 deliveries come back to the subscription when their leases end. The credential and the
 subscription are checked again every ``ORBIT_EVENTS_RECHECK_SECONDS``: a revoked token closes
-the stream (4401), a deleted subscription too (4404).
+the stream (4401), a deleted subscription too (4404); the stream's place among the open ones
+is renewed then too.
+
+Frames from the client are read strictly (``read_frame``): the JSON parser of the API's bodies
+(nesting bounded, no number converted), and exactly the members the AsyncAPI document lists.
+A client that goes away is an ordinary end of a stream, logged at INFO.
 """
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from typing import Any
@@ -27,7 +32,6 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
@@ -42,22 +46,29 @@ from orbit_console.events.deliveries import (
     stream_group,
 )
 from orbit_console.events.frames import event_object
-from orbit_console.events.models import Subscription
-from orbit_console.events.subscriptions import within_scope
+from orbit_console.events.models import OpenStream, Subscription
+from orbit_console.events.openstreams import (
+    open_stream_admit,
+    open_stream_close,
+    open_stream_renew,
+)
+from orbit_console.events.subscriptions import subscription_in_scope
 from orbit_console.ledger.auth import authenticate_header
 from orbit_console.ledger.errors import (
     ApiError,
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    StreamLimit,
     Unauthenticated,
     Unavailable,
 )
 from orbit_console.ledger.models import Credential, Permission
+from orbit_console.lib import strictjson
 from orbit_console.lib.ids import is_id, new_request_id
 from orbit_console.lib.live import join
+from orbit_console.lib.numbers import decimal_in
 from orbit_console.lib.rfc3339 import format_utc
-from orbit_console.lib.strictjson import dumps
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 
 logger = logging.getLogger("orbit.events")
@@ -67,37 +78,42 @@ CAPACITY = (1, 100)
 DEFAULT_CAPACITY = 8
 MAX_FRAME_CHARS = 64 * 1024
 MAX_RESUME = 100
+MAX_QUERY_FIELDS = 10
+# The members of each frame a client sends (the AsyncAPI document's CLIENT_FRAMES: kept equal
+# by tests/events/test_asyncapi.py).
+CLIENT_MEMBERS = {
+    "ping": frozenset({"type"}),
+    "ack": frozenset({"type", "proof"}),
+    "resume": frozenset({"type", "proofs"}),
+}
 # Close codes of an open stream (private range: daphne can send no others).
 CLOSE_BAD_FRAME = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_GONE = 4404
 CLOSE_SILENT = 4408
+CLOSE_LIMIT = 4429
 CLOSE_UNAVAILABLE = 4503
 # How often, at most, a stream drops the deliveries past their retention (one query).
 PRUNE_EVERY_SECONDS = 300.0
 _last_prune = 0.0
 
 
-def event_origins() -> list[str]:
-    """The Origins the handshake accepts: ``ORBIT_EVENTS_ALLOWED_ORIGINS``, else the hosts the
-    deployment answers to (``ALLOWED_HOSTS``), as for the console's own sockets."""
-    return settings.ORBIT_EVENTS_ALLOWED_ORIGINS or list(settings.ALLOWED_HOSTS)
-
-
-def EventOriginValidator(application: Any) -> OriginValidator:
-    return OriginValidator(application, event_origins())
-
-
 class EventStream(AsyncWebsocketConsumer):
     credential: Credential
     subscription: Subscription
+    slot: OpenStream
 
     async def connect(self) -> None:
         self.request_id = new_request_id()
         self.opened = False
+        self.gone = False  # the client dropped the connection
+        self.ended = False  # no frame may follow: closed, or the client gone
         try:
             await self._admit()
+            self.slot = await database_sync_to_async(open_stream_admit)(
+                credential=self.credential, subscription=self.subscription, now=timezone.now()
+            )
         except ApiError as error:
             await self._refuse(error)
             return
@@ -107,10 +123,16 @@ class EventStream(AsyncWebsocketConsumer):
             return
         group = stream_group(self.subscription.namespace_id)
         if not await join(self.channel_layer, group, self.channel_name):
+            await self._release()
             await self._refuse(Unavailable("the event stream is unavailable; connect again later"))
             return
         self.group = group
-        await self.accept(SUBPROTOCOL)
+        try:
+            await self.accept(SUBPROTOCOL)
+        except OSError:  # the client went away during its handshake
+            await self._release()
+            await self.channel_layer.group_discard(group, self.channel_name)
+            return
         self.opened = True
         WEBSOCKETS_OPEN.labels(consumer="events").inc()
         self.held: dict[int, float] = {}  # delivery id -> when its lease ends (monotonic)
@@ -126,15 +148,27 @@ class EventStream(AsyncWebsocketConsumer):
                 "server_time": format_utc(timezone.now()),
             }
         )
-        self.pump = asyncio.create_task(self._pump())
+        if not self.ended:  # the client may be gone already
+            self.pump = asyncio.create_task(self._pump())
 
     async def disconnect(self, code: int) -> None:
         if not getattr(self, "opened", False):
             return
         self.opened = False
         WEBSOCKETS_OPEN.labels(consumer="events").dec()
-        self.pump.cancel()
+        self._stop_pump()
+        logger.info(
+            "event stream closed", extra={"subscription": self.subscription.id, "code": code}
+        )
+        await self._release()
         await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def _release(self) -> None:
+        """Stop counting this stream among the open ones (its row would lapse anyway)."""
+        try:
+            await database_sync_to_async(open_stream_close)(stream_id=self.slot.id)
+        except DatabaseError:
+            logger.warning("event stream: its open-stream row is left to lapse")
 
     # --- The handshake ------------------------------------------------------------------------
 
@@ -157,14 +191,9 @@ class EventStream(AsyncWebsocketConsumer):
                 "subscription_id: must be 32 lowercase hexadecimal characters",
                 field="subscription_id",
             )
-        self.subscription = await self._subscription_in_scope(subscription_id)
-
-    @database_sync_to_async
-    def _subscription_in_scope(self, subscription_id: str) -> Subscription:
-        subscription = Subscription.objects.filter(id=subscription_id).first()
-        if subscription is None or not within_scope(self.credential, subscription):
-            raise NotFound("no such subscription")
-        return subscription
+        self.subscription = await database_sync_to_async(subscription_in_scope)(
+            self.credential, subscription_id
+        )
 
     async def _refuse(self, error: ApiError) -> None:
         await refuse_handshake(self, error, self.request_id)
@@ -173,16 +202,17 @@ class EventStream(AsyncWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         self.heard_at = time.monotonic()
-        frame = _frame(text_data)
-        kind = frame.get("type") if frame is not None else None
-        if kind == "ping":
+        try:
+            frame = read_frame(text_data)
+        except InvalidArgument as refused:
+            await self._fail(CLOSE_BAD_FRAME, refused.code, refused.message)
+            return
+        if frame["type"] == "ping":
             await self._send({"type": "pong"})
-        elif kind == "ack" and isinstance(frame, dict):
-            await self._ack(frame.get("proof"))
-        elif kind == "resume" and isinstance(frame, dict):
-            await self._resume(frame.get("proofs"))
+        elif frame["type"] == "ack":
+            await self._ack(frame["proof"])
         else:
-            await self._fail(CLOSE_BAD_FRAME, "INVALID_ARGUMENT", "an unknown or malformed frame")
+            await self._resume(frame["proofs"])
 
     async def _ack(self, text: Any) -> None:
         proof = read_proof(text, self.subscription.id)
@@ -235,7 +265,7 @@ class EventStream(AsyncWebsocketConsumer):
                     return
                 if now - checked_at >= settings.ORBIT_EVENTS_RECHECK_SECONDS:
                     checked_at = now
-                    if not await self._still_allowed():
+                    if not await self._still_allowed() or not await self._still_counted():
                         return
                 for delivery_id, until in list(self.held.items()):
                     if until <= now:
@@ -263,6 +293,7 @@ class EventStream(AsyncWebsocketConsumer):
         lease = self.subscription.lease_ms / 1000
         for item in handed:
             self.held[item.proof.delivery_id] = time.monotonic() + lease
+            # A client gone mid-way: what is left is handed out again after its lease.
             await self._send(
                 {
                     "type": "event",
@@ -289,13 +320,60 @@ class EventStream(AsyncWebsocketConsumer):
             return False
         return True
 
+    async def _still_counted(self) -> bool:
+        """Renew the stream's place among the open ones; take a place again if its row lapsed
+        (this process stalled), or close (4429) if none is left."""
+        now = timezone.now()
+        if await database_sync_to_async(open_stream_renew)(stream_id=self.slot.id, now=now):
+            return True
+        try:
+            self.slot = await database_sync_to_async(open_stream_admit)(
+                credential=self.credential, subscription=self.subscription, now=now
+            )
+        except StreamLimit as refused:
+            await self._fail(CLOSE_LIMIT, refused.code, refused.message)
+            return False
+        return True
+
     async def _fail(self, code: int, error: str, message: str) -> None:
+        """Say why, close with ``code``, stop handing out. Once only: the frame after the
+        close would be an error of the server's (uvicorn: "Unexpected ASGI message")."""
+        if self.ended:
+            return
         await self._send({"type": "error", "code": error, "message": message})
-        await self.close(code=code)
-        self.pump.cancel()
+        self.ended = True
+        if getattr(self, "pump", None) is not asyncio.current_task():
+            self._stop_pump()  # no frame in between; the pump itself stops after the close
+        try:
+            await self.close(code=code)
+        except OSError:
+            self._went_away()
+        self._stop_pump()
 
     async def _send(self, frame: dict[str, Any]) -> None:
-        await self.send(text_data=dumps(frame))
+        if self.ended:
+            return
+        try:
+            await self.send(text_data=strictjson.dumps(frame))
+        except OSError:  # uvicorn's ClientDisconnected: the client went away mid-send
+            self._went_away()
+
+    def _went_away(self) -> None:
+        """A client that drops its connection ends its stream, as closing it would: nothing
+        failed here (what it held is handed out again after its lease)."""
+        if self.gone:
+            return
+        self.gone = self.ended = True
+        logger.info(
+            "event stream: the client went away", extra={"subscription": self.subscription.id}
+        )
+        self._stop_pump()
+
+    def _stop_pump(self) -> None:
+        """Hand out no more (from within the pump too: it ends at its next wait)."""
+        pump = getattr(self, "pump", None)
+        if pump is not None:
+            pump.cancel()
 
 
 async def _prune_now_and_then() -> None:
@@ -307,32 +385,49 @@ async def _prune_now_and_then() -> None:
 
 
 def _capacity(query_string: bytes) -> int:
-    params = parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
+    try:
+        params = parse_qs(
+            query_string.decode("latin-1"), keep_blank_values=True, max_num_fields=MAX_QUERY_FIELDS
+        )
+    except ValueError:
+        raise InvalidArgument(f"the query holds more than {MAX_QUERY_FIELDS} parameters") from None
     unknown = sorted(set(params) - {"capacity"})
     if unknown:
         raise InvalidArgument(f"unknown query parameter {unknown[0]!r}", field=unknown[0])
     values = params.get("capacity")
     if values is None:
         return DEFAULT_CAPACITY
-    text = values[0]
-    if (
-        len(values) != 1
-        or not (text.isascii() and text.isdigit() and len(text) <= 3)
-        or not CAPACITY[0] <= int(text) <= CAPACITY[1]
-    ):
+    try:
+        if len(values) != 1:
+            raise ValueError
+        return decimal_in(values[0], *CAPACITY)
+    except ValueError:
         raise InvalidArgument(
             f"capacity: must be an integer from {CAPACITY[0]} to {CAPACITY[1]}", field="capacity"
-        )
-    return int(text)
+        ) from None
 
 
-def _frame(text: str | None) -> Any:
-    if text is None or len(text) > MAX_FRAME_CHARS:
-        return None
+def read_frame(text: str | None) -> dict[str, Any]:
+    """A frame from the client, exactly as the AsyncAPI document describes it, or
+    ``InvalidArgument`` saying what is wrong with it. Parsed with the API's strict JSON reader
+    (lib/strictjson.py): nesting deeper than it allows is refused, duplicate members too, and
+    no number is converted (none belongs in a frame)."""
+    if text is None:
+        raise InvalidArgument("frames are JSON text")
+    if len(text) > MAX_FRAME_CHARS:
+        raise InvalidArgument(f"a frame is at most {MAX_FRAME_CHARS} characters")
     try:
-        return json.loads(text)
-    except ValueError:
-        return None
+        frame = strictjson.loads(text)
+    except strictjson.JSONError as exc:
+        raise InvalidArgument(f"malformed frame: {exc}") from None
+    kind = frame.get("type") if isinstance(frame, dict) else None
+    members = CLIENT_MEMBERS.get(kind) if isinstance(kind, str) else None
+    if members is None:
+        raise InvalidArgument(f"an unknown frame: the type is one of {', '.join(CLIENT_MEMBERS)}")
+    if set(frame) != members:
+        expected = ", ".join(sorted(members))
+        raise InvalidArgument(f"a {kind} frame has exactly the members {expected}")
+    return frame  # type: ignore[no-any-return]
 
 
 async def refuse_handshake(
@@ -357,7 +452,9 @@ async def refuse_handshake(
             ],
         }
     )
-    await consumer.base_send({"type": "websocket.http.response.body", "body": dumps(body).encode()})
+    await consumer.base_send(
+        {"type": "websocket.http.response.body", "body": strictjson.dumps(body).encode()}
+    )
 
 
 class NoSuchStream(AsyncWebsocketConsumer):

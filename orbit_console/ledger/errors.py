@@ -58,6 +58,20 @@ class ApplicationFull(ApiError):
     code = "APPLICATION_FULL"
 
 
+class SubscriptionLimit(ApiError):
+    """The credential, or its namespace, holds as many subscriptions as it may."""
+
+    status = 429
+    code = "SUBSCRIPTION_LIMIT"
+
+
+class StreamLimit(ApiError):
+    """The credential, or its namespace, has as many streams open as it may."""
+
+    status = 429
+    code = "STREAM_LIMIT"
+
+
 class Unavailable(ApiError):
     status = 503
     code = "UNAVAILABLE"

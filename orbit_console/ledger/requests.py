@@ -176,9 +176,7 @@ def parse_retry(body: bytes) -> RetryRequest:
     timeout = members["task_timeout_ms"].value
     if timeout is None:
         raise invalid_field("task_timeout_ms", "must not be null")
-    if isinstance(timeout, bool) or not isinstance(timeout, int):
-        raise invalid_field("task_timeout_ms", "must be an integer number of milliseconds")
-    _rule("task_timeout_ms", check_task_timeout_ms, timeout)
+    timeout = _rule("task_timeout_ms", check_task_timeout_ms, timeout)
     available = members.get("available_at")
     deadline = members.get("start_deadline_at")
     return RetryRequest(

@@ -6,10 +6,12 @@ a person can act on.
 """
 
 import unicodedata
+from typing import Any
 
 from django.utils.translation import gettext_noop as _
 
 from orbit_console.lib.explained import Explained
+from orbit_console.lib.numbers import NotAnInteger, OutOfRange, decimal_in, integer_in
 
 MAX_REASON_CHARS = 1024  # C10
 MAX_EVIDENCE_REF_CHARS = 512  # C10
@@ -26,13 +28,10 @@ def check_revision(text: str) -> int:
     """C5: a non-zero decimal string without sign, padding or leading zeros."""
     if not text or not text.isascii() or not text.isdigit() or text[0] == "0":
         raise RuleError(_('must be a non-zero decimal string such as "4"'))
-    # Checked before int(): Python refuses to convert strings of more than 4300 digits.
-    if len(text) > len(str(MAX_REVISION)):
-        raise RuleError(_("is beyond the unsigned 64-bit range"))
-    number = int(text)
-    if number > MAX_REVISION:
-        raise RuleError(_("is beyond the unsigned 64-bit range"))
-    return number
+    try:
+        return decimal_in(text, 1, MAX_REVISION)
+    except OutOfRange:
+        raise RuleError(_("is beyond the unsigned 64-bit range")) from None
 
 
 def check_reason(text: str) -> str:
@@ -58,7 +57,12 @@ def check_evidence_ref(text: str) -> str:
     return text
 
 
-def check_task_timeout_ms(value: int) -> int:
-    if not 1 <= value <= MAX_TASK_TIMEOUT_MS:
-        raise RuleError(_("must be between 1 and %(max)s"), max=MAX_TASK_TIMEOUT_MS)
-    return value
+def check_task_timeout_ms(value: Any) -> int:
+    """RT2: a parsed JSON number, an integer written as one (``60000.0`` and ``6E4`` are
+    refused), from 1 to 30 days; judged on its size before it is converted (lib/numbers.py)."""
+    try:
+        return integer_in(value, 1, MAX_TASK_TIMEOUT_MS, written_as_integer=True)
+    except NotAnInteger:
+        raise RuleError(_("must be an integer number of milliseconds")) from None
+    except OutOfRange:
+        raise RuleError(_("must be between 1 and %(max)s"), max=MAX_TASK_TIMEOUT_MS) from None

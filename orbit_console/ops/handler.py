@@ -23,20 +23,34 @@ zones, sign-in throttling) has nothing to do for a bearer-token API and is not r
 """
 
 import functools
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 import django
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core import signals
-from django.core.exceptions import ImproperlyConfigured, RequestAborted
-from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.exceptions import (
+    BadRequest,
+    ImproperlyConfigured,
+    RequestAborted,
+    RequestDataTooBig,
+)
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.core.handlers.exception import convert_exception_to_response
+from django.http import HttpRequest, HttpResponseBadRequest
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
 from django.utils import timezone, translation
 from django.utils.module_loading import import_string
+
+from orbit_console.lib.ids import new_request_id
+from orbit_console.ops.middleware import REQUEST_ID_HEADER
+from orbit_console.ops.views import own_error_page
+
+logger = logging.getLogger("orbit.ops")
 
 API_PREFIX = "/v1/"
 # Marks the scope of a request the console makes to the embedded API of its own process
@@ -53,6 +67,18 @@ class SharedThreadASGIHandler(ASGIHandler):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         await self.handle(scope, receive, send)
+
+    def create_request(  # type: ignore[override]
+        self, scope: Mapping[str, Any], body_file: Any
+    ) -> tuple[ASGIRequest, None] | tuple[None, HttpResponseBase]:
+        """Django's, but a request it cannot even build — a ``Content-Type`` over 10 000
+        characters (``BadRequest``, which Django leaves to become a bare 500 with a traceback),
+        a query string that is not UTF-8 — is answered 400 with a request id, in the API's
+        envelope under ``/v1/`` (issue 29), and logged as a warning without a traceback."""
+        try:
+            return self.request_class(scope, body_file), None
+        except (BadRequest, UnicodeDecodeError, RequestDataTooBig) as refused:
+            return None, unreadable_request(scope, refused)
 
 
 class ApiHandler(SharedThreadASGIHandler):
@@ -118,6 +144,29 @@ class ApiHandler(SharedThreadASGIHandler):
             if outermost and not response.streaming:
                 response.close()  # fires request_finished: the connection's end-of-request care
             return response
+
+
+def unreadable_request(scope: Mapping[str, Any], refused: Exception) -> HttpResponseBase:
+    """The 400 of a request Django could not build: its prefix's error page (the API's
+    envelope) or an empty 400, with a fresh request id in the header and the log line."""
+    request = HttpRequest()
+    request.path = request.path_info = scope.get("path", "/")
+    request.method = scope.get("method", "GET")
+    request_id = new_request_id()
+    request.request_id = request_id  # type: ignore[attr-defined]
+    logger.warning(
+        "unreadable request",
+        extra={
+            "request_id": request_id,
+            "error": type(refused).__name__,
+            "method": request.method,
+            "path": request.path,
+        },
+    )
+    page = own_error_page(request)
+    response = page(request, 400) if page is not None else HttpResponseBadRequest()
+    response[REQUEST_ID_HEADER] = request_id
+    return response
 
 
 def get_asgi_application() -> SharedThreadASGIHandler:

@@ -9,6 +9,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.views import defaults
 from django.views.decorators.http import require_GET
 
 READY_TIMEOUT_SECONDS = 2.0
@@ -108,6 +109,16 @@ def fault_page(request: HttpRequest, status: int) -> HttpResponse:
         "stored_url": getattr(request, "orbit_stored_url", ""),
     }
     return HttpResponse(render_to_string("errors/fault.html", context), status=status)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler400``: a request Django refuses as suspicious or unreadable (too many query
+    parameters, a Host it does not serve). Prefixes with error pages of their own answer as
+    they do; elsewhere, Django's own page."""
+    page = own_error_page(request)
+    if page is not None:
+        return page(request, 400)
+    return defaults.bad_request(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -15,6 +15,7 @@ from websockets.asyncio.client import connect
 from websockets.typing import Origin, Subprotocol
 
 from orbit_console.events.asyncapi import CLIENT_FRAMES, SERVER_FRAMES
+from orbit_console.events.stream import CLIENT_MEMBERS
 from tests.events.conftest import subscribe
 from tests.events.test_stream import accept
 from tests.support.orbit import bearer, post, review_body
@@ -83,3 +84,19 @@ def test_real_frames_match_the_document(
         Draft7Validator(CLIENT_FRAMES[frame["type"]]).validate(frame)
     types = {frame["event"]["type"] for frame in sent if frame["type"] == "event"}
     assert {"task.review", "task.completed", "task.accepted"} & types
+
+
+def test_the_server_reads_exactly_the_client_frames_the_document_describes() -> None:
+    """``read_frame`` takes the members each client frame's schema lists, no more, no less."""
+    assert {kind: frozenset(schema["properties"]) for kind, schema in CLIENT_FRAMES.items()} == (
+        CLIENT_MEMBERS
+    )
+    assert all(
+        set(schema["required"]) == set(schema["properties"]) for schema in CLIENT_FRAMES.values()
+    )
+
+
+def test_the_document_states_the_limits_and_close_codes(stream_api: httpx.Client) -> None:
+    description = stream_api.get("/v1/asyncapi.json").json()["info"]["description"]
+    for words in ("429 STREAM_LIMIT", "4429", "scheme, host and port", "owns the subscription"):
+        assert words in description

@@ -4,13 +4,17 @@ operator (docs/events.md); what is owed follows from the ledger's writes as over
 import io
 from typing import Any
 
+import httpx
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from orbit_console.events.models import Delivery, Subscription
+from orbit_console.ledger.lifecycle import credential_issue
+from orbit_console.ledger.models import Credential, Queue
 from orbit_console.lib.ids import new_id
 from tests.events.test_stream import accept
+from tests.support.orbit import bearer
 
 
 def events(*args: str) -> str:
@@ -62,3 +66,33 @@ def test_the_command_refuses_what_the_api_refuses(world: dict[str, Any]) -> None
     with pytest.raises(CommandError, match="no subscription"):
         events("delete", new_id())
     assert Subscription.objects.count() == before
+
+
+def test_the_command_gives_a_subscription_to_the_credential_it_names(
+    world: dict[str, Any], stream_api: httpx.Client
+) -> None:
+    """Issue 29: a subscription has an owner. The operator names it (``--credential``), beyond
+    the API's limits; without one, no credential sees the subscription."""
+    owner = Credential.objects.get(namespace_id=world["namespace_id"], actor_name="subscriber")
+    namespace = ("--namespace", world["namespace_id"], "--name")
+    given = events("subscribe", *namespace, "given", "--credential", owner.id).strip()
+    nobodys = events("subscribe", *namespace, "nobody's").strip()
+    token = world["tokens"]["subscriber"]
+    assert stream_api.get(f"/v1/subscriptions/{given}", headers=bearer(token)).status_code == 200
+    assert stream_api.get(f"/v1/subscriptions/{nobodys}", headers=bearer(token)).status_code == 404
+    listed = events("list", "--namespace", world["namespace_id"])
+    assert f"owner {owner.id}: given" in listed and "owner -: nobody's" in listed
+    reader = Credential.objects.get(namespace_id=world["namespace_id"], actor_name="reader")
+    reports = Queue.objects.get(namespace_id=world["namespace_id"], name="reports")
+    limited, _ = credential_issue(
+        namespace=reports.namespace,
+        actor_name="reports-only",
+        permissions=["events:subscribe"],
+        queues=[reports],
+    )
+    with pytest.raises(CommandError, match="lacks the events:subscribe"):
+        events("subscribe", *namespace, "x", "--credential", reader.id)
+    with pytest.raises(CommandError, match="no credential"):
+        events("subscribe", *namespace, "x", "--credential", new_id())
+    with pytest.raises(CommandError, match="limited to some queues"):
+        events("subscribe", *namespace, "x", "--credential", limited.id)

@@ -5,12 +5,14 @@ connection, acknowledgements, heartbeats, and a credential or subscription that 
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import httpx
 import pytest
+from django.db import connection, transaction
 from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin, Subprotocol
 
 from orbit_console.client.events import Delivery, EventStreamConnection, StreamLost, StreamRefused
@@ -31,6 +33,7 @@ from tests.support.orbit import bearer, post, retry_body, review_body
 from tests.support.servers import DaphneServer
 
 WAIT = 20.0  # generous: two cores and other suites at once; never a timing assertion
+DOCUMENTED_RECHECK_SECONDS = 5  # docs/events.md: ORBIT_EVENTS_RECHECK_SECONDS's default
 
 
 def run(coroutine: Any) -> Any:
@@ -124,6 +127,51 @@ def test_the_handshake_refuses_in_the_apis_order(
     # E1: a stream this server does not have answers 404 like any unknown endpoint.
     assert refused("/v1/events", token=tokens["subscriber"]) == (404, "NOT_FOUND")
     assert refused(f"{path}?capacity=3", token=tokens["subscriber"]) == (101, "")
+
+
+def test_the_origin_must_match_scheme_host_and_port_and_its_refusal_is_the_envelope(
+    world: dict[str, Any], stream_server: DaphneServer, stream_api: httpx.Client
+) -> None:
+    """Issue 29: an origin is a scheme, a host and a port (RFC 6454). A page on another port
+    of the same host was accepted (the check compared host names), and a refusal was a bare
+    403 without body or request id; now it is the API's envelope, as docs/events.md says."""
+    token = world["tokens"]["subscriber"]
+    path = f"/v1/subscriptions/{subscribe(stream_api, token)['id']}/events"
+    port = stream_server.port
+    others = [
+        f"http://127.0.0.1:{port + 1}",
+        f"http://127.0.0.1:{port - 1}",
+        f"https://127.0.0.1:{port}",
+        "http://127.0.0.1",
+        f"http://localhost:{port}",
+        f"http://127.0.0.1:{port}/page",
+        "null",
+        "http://evil.example",
+    ]
+
+    async def handshake(origin: str) -> tuple[int, dict[str, Any], str | None]:
+        try:
+            async with connect(
+                f"ws://127.0.0.1:{port}{path}",
+                subprotocols=[Subprotocol("orbit.events.v1")],
+                additional_headers=bearer(token),
+                origin=Origin(origin),
+            ):
+                return 101, {}, None
+        except InvalidStatus as refused:
+            response = refused.response
+            return (
+                response.status_code,
+                json.loads(bytes(response.body or b"{}")),
+                response.headers.get("X-Request-Id"),
+            )
+
+    for origin in others:
+        status, body, request_id = run(handshake(origin))
+        assert status == 403, origin
+        assert body["error"]["code"] == "PERMISSION_DENIED", origin
+        assert body["request_id"] == request_id and len(request_id or "") == 32
+    assert run(handshake(stream_server.url))[0] == 101
 
 
 def test_the_client_reports_a_refused_handshake(
@@ -349,6 +397,59 @@ def test_two_streams_of_one_subscription_never_hold_the_same_event(
     assert not set(a) & set(b)
 
 
+# --- Frames from the client ----------------------------------------------------------------------
+
+# Frames the document does not describe (docs/events.md, /v1/asyncapi.json), the hostile ones of
+# issue 29 first: each is answered with an error frame and the close 4400.
+BAD_FRAMES = {
+    "nested 20 000 deep": "[" * 20_000 + "]" * 20_000,
+    "an object nested 200 deep": '{"type":' * 200 + '"ping"' + "}" * 200,
+    "a ping with a 5 000-digit number": '{"type":"ping","n":' + "9" * 5000 + "}",
+    "a ping with 1E+2000000": '{"type":"ping","n":1E+2000000}',
+    "an ack whose proof is 1E+2000000": '{"type":"ack","proof":1E+2000000}',
+    "a resume of huge numbers": '{"type":"resume","proofs":[1E+2000000,' + "9" * 4000 + "]}",
+    "a ping with another member": '{"type":"ping","at":1}',
+    "a duplicate member": '{"type":"ping","type":"ping"}',
+    "NaN": '{"type":"ping","n":NaN}',
+    "a type of 1E+2000000": '{"type":1E+2000000}',
+    "a list": "[]",
+    "not JSON": "ping",
+    "too long": '{"type":"ping","pad":"' + "x" * 70_000 + '"}',
+}
+
+
+@pytest.mark.parametrize("frame", BAD_FRAMES.values(), ids=BAD_FRAMES.keys())
+def test_a_frame_the_document_does_not_describe_is_refused_with_an_error_frame(
+    world: dict[str, Any], stream_server: DaphneServer, stream_api: httpx.Client, frame: str
+) -> None:
+    """Frames are read with the API's strict JSON reader and must have exactly the members
+    the document lists. A frame nested 20 000 deep used to break the stream (1006, a
+    traceback at ERROR); one with numbers or members of its own was taken as a ping."""
+    token = world["tokens"]["subscriber"]
+    subscription = subscribe(stream_api, token)
+
+    async def scenario() -> tuple[list[dict[str, Any]], int | None]:
+        async with connect(
+            f"ws://127.0.0.1:{stream_server.port}/v1/subscriptions/{subscription['id']}/events",
+            subprotocols=[Subprotocol("orbit.events.v1")],
+            additional_headers=bearer(token),
+            origin=Origin(stream_server.url),
+            max_size=2**20,
+        ) as raw:
+            frames = [json.loads(await asyncio.wait_for(raw.recv(), WAIT))]
+            await raw.send(frame)
+            try:
+                while True:
+                    frames.append(json.loads(await asyncio.wait_for(raw.recv(), WAIT)))
+            except ConnectionClosed:
+                return frames, raw.close_code
+
+    frames, code = run(scenario())
+    assert [f["type"] for f in frames] == ["welcome", "error"]
+    assert frames[-1]["code"] == "INVALID_ARGUMENT"
+    assert code == 4400
+
+
 # --- Heartbeats, revocation, deletion -----------------------------------------------------------
 
 
@@ -375,9 +476,91 @@ def test_a_silent_client_is_closed(
     assert run(scenario()) == 4408
 
 
+@pytest.mark.skipif(
+    connection.vendor != "sqlite", reason="holds the server's claim with SQLite's write lock"
+)
+def test_a_client_dropping_its_stream_mid_flow_is_logged_at_info_not_error(
+    world: dict[str, Any], stream_server: DaphneServer, stream_api: httpx.Client
+) -> None:
+    """Issue 29: a client that drops its connection while an event is on its way (a laptop
+    closed, a consumer killed) ended its stream with "event stream failed" and a traceback at
+    ERROR: the server's send raised on the gone connection. It is an ordinary end: INFO, and
+    the event comes back after its lease.
+
+    Made to happen every time: this test holds SQLite's write lock while the server's stream
+    looks for events (its claim waits for the lock), drops the connection, and commits an
+    event with the lock's release: the claim then hands the event to a client that is gone,
+    before the stream learns of the drop (that news waits for the same sync thread)."""
+    token = world["tokens"]["subscriber"]
+    subscription = subscribe(stream_api, token)
+    url = f"ws://127.0.0.1:{stream_server.port}/v1/subscriptions/{subscription['id']}/events"
+    start = len(stream_server.log_text())
+
+    async def open_stream() -> Any:
+        raw = await connect(
+            url,
+            subprotocols=[Subprotocol("orbit.events.v1")],
+            additional_headers=bearer(token),
+            origin=Origin(stream_server.url),
+        )
+        await asyncio.wait_for(raw.recv(), WAIT)  # welcome
+        return raw
+
+    async def drop(raw: Any) -> None:
+        port = raw.transport.get_extra_info("sockname")[1]
+        raw.transport.abort()  # gone, without a closing handshake
+        while await asyncio.to_thread(_connected, port):
+            await asyncio.sleep(0.05)
+
+    async def held(raw: Any) -> None:
+        """Until the stream stops answering pings: its sync thread waits in a claim for our
+        lock (the answer to a ping needs that thread too)."""
+        while True:
+            await raw.send(json.dumps({"type": "ping"}))
+            try:
+                await asyncio.wait_for(raw.recv(), 0.5)
+            except TimeoutError:
+                return
+
+    async def scenario() -> None:
+        raw = await open_stream()
+        with transaction.atomic():  # BEGIN IMMEDIATE: the server's next claim waits for it
+            accept(world, "dropped")  # owed now, visible to the claim once committed
+            await held(raw)
+            await drop(raw)
+
+    run(scenario())
+    for _ in range(int(WAIT * 10)):  # each stream's end is logged when the server sees it
+        log = stream_server.log_text()[start:]
+        if '"event stream closed"' in log:
+            break
+        time.sleep(0.1)
+    assert '"event stream closed"' in log
+    assert [line for line in log.splitlines() if '"level": "ERROR"' in line] == []
+    assert "Exception in ASGI application" not in log
+    detail = stream_api.get(f"/v1/subscriptions/{subscription['id']}", headers=bearer(token))
+    assert detail.json()["data"]["backlog"] == 1  # still owed: handed out again after its lease
+
+
+def _connected(port: int) -> bool:
+    """Whether a TCP connection from this local port is still established (Linux)."""
+    needle = f":{port:04X} "
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in lines:
+                fields = line.split()
+                if len(fields) > 3 and (fields[1] + " ").endswith(needle) and fields[3] == "01":
+                    return True
+    return False
+
+
 def test_a_revoked_credential_and_a_deleted_subscription_close_the_stream(
     world: dict[str, Any], stream_server: DaphneServer, stream_api: httpx.Client
 ) -> None:
+    """A revoked token's stream closes (4401) within the re-check interval, as docs/events.md
+    bounds it (``ORBIT_EVENTS_RECHECK_SECONDS``: 1 s on this server, 5 s by default; issue 29
+    saw 3.6 s with the default). The bound is held generously: the close must come within the
+    default's 5 s, five intervals here. A deleted subscription closes its streams at once."""
     namespace = Namespace.objects.get(id=world["namespace_id"])
     credential, token = credential_issue(
         namespace=namespace,
@@ -392,12 +575,14 @@ def test_a_revoked_credential_and_a_deleted_subscription_close_the_stream(
             await asyncio.wait_for(s.receive(), WAIT)
         return lost.value.code
 
-    async def scenario() -> tuple[int | None, int | None]:
+    async def scenario() -> tuple[int | None, float, int | None]:
         async with await stream(stream_server, token, subscription["id"]) as s:
             await asyncio.to_thread(
                 credential_revoke, credential=Credential.objects.get(id=credential.id)
             )
+            revoked_at = time.monotonic()
             revoked = await closed(s)
+            delay = time.monotonic() - revoked_at
         async with await stream(stream_server, world["tokens"]["subscriber"], other["id"]) as s:
             deleted = await asyncio.to_thread(
                 stream_api.delete,
@@ -406,6 +591,8 @@ def test_a_revoked_credential_and_a_deleted_subscription_close_the_stream(
             )
             assert deleted.status_code == 200
             gone = await closed(s)
-        return revoked, gone
+        return revoked, delay, gone
 
-    assert run(scenario()) == (4401, 4404)
+    revoked, delay, gone = run(scenario())
+    assert (revoked, gone) == (4401, 4404)
+    assert delay < DOCUMENTED_RECHECK_SECONDS, f"the revoked stream stayed open {delay:.1f} s"

@@ -1,5 +1,6 @@
 """``/v1/subscriptions`` (docs/events.md): created once per Idempotency-Key (C2, C7's rule),
-validated field by field (C6), and seen only within the credential's scope (C4)."""
+validated field by field (C6), and seen only by the credential that owns it, within its scope
+(C4)."""
 
 from typing import Any
 
@@ -7,7 +8,7 @@ import httpx
 
 from orbit_console.events.models import Subscription
 from orbit_console.ledger.lifecycle import credential_issue
-from orbit_console.ledger.models import Namespace, Queue
+from orbit_console.ledger.models import Credential, Namespace, Queue
 from orbit_console.lib.ids import new_id
 from tests.events.conftest import subscribe
 from tests.support.orbit import bearer, new_key
@@ -66,7 +67,7 @@ def test_bad_bodies_are_refused_and_create_nothing_C6(
     assert Subscription.objects.filter(namespace_id=world["namespace_id"]).count() == before
 
 
-def test_a_credential_sees_only_subscriptions_within_its_scope_C4(
+def test_a_credential_sees_only_its_own_subscriptions_within_its_scope_C4(
     world: dict[str, Any], stream_api: httpx.Client
 ) -> None:
     namespace = Namespace.objects.get(id=world["namespace_id"])
@@ -89,11 +90,71 @@ def test_a_credential_sees_only_subscriptions_within_its_scope_C4(
         assert deleted.status_code == 404
     listed = stream_api.get("/v1/subscriptions", headers=bearer(limited)).json()["data"]["items"]
     assert [item["id"] for item in listed] == [mine["id"]]
-    everything = stream_api.get(
+    theirs = stream_api.get(
         "/v1/subscriptions", headers=bearer(world["tokens"]["subscriber"])
     ).json()["data"]["items"]
-    assert {whole["id"], objects_only["id"], mine["id"]} <= {item["id"] for item in everything}
+    assert {item["id"] for item in theirs} == {whole["id"], objects_only["id"]}
     assert Subscription.objects.filter(id=whole["id"]).exists()
+
+
+def test_another_credential_of_the_namespace_can_neither_see_nor_delete_a_subscription_C4(
+    world: dict[str, Any], stream_api: httpx.Client
+) -> None:
+    """Issue 29: subscriptions have an owner. Another credential of the same namespace, with
+    the whole namespace in scope and events:subscribe, gets 404 as for what does not exist."""
+    namespace = Namespace.objects.get(id=world["namespace_id"])
+    _, other = credential_issue(
+        namespace=namespace,
+        actor_name="another-subscriber",
+        permissions=["tasks:read", "events:subscribe"],
+    )
+    mine = subscribe(stream_api, world["tokens"]["subscriber"])
+    path = f"/v1/subscriptions/{mine['id']}"
+    assert stream_api.get(path, headers=bearer(other)).status_code == 404
+    deleted = stream_api.delete(path, headers=bearer(other))
+    assert deleted.status_code == 404 and deleted.json()["error"]["code"] == "NOT_FOUND"
+    listed = stream_api.get("/v1/subscriptions", headers=bearer(other)).json()["data"]["items"]
+    assert mine["id"] not in {item["id"] for item in listed}
+    assert Subscription.objects.get(id=mine["id"]).credential_id  # kept, with its owner
+    owner = stream_api.get(path, headers=bearer(world["tokens"]["subscriber"]))
+    assert owner.status_code == 200
+
+
+def test_an_idempotency_key_belongs_to_its_credential_C7(
+    world: dict[str, Any], stream_api: httpx.Client
+) -> None:
+    """The same key from another credential creates that credential's own subscription: a
+    replay answers only the credential that made the first request."""
+    namespace = Namespace.objects.get(id=world["namespace_id"])
+    _, other = credential_issue(
+        namespace=namespace, actor_name="keyed", permissions=["events:subscribe"]
+    )
+    key = new_key()
+    first = create(stream_api, world["tokens"]["subscriber"], {"name": "same key"}, key)
+    second = create(stream_api, other, {"name": "same key"}, key)
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert first.json()["data"]["id"] != second.json()["data"]["id"]
+
+
+def test_a_subscription_made_before_owners_belongs_to_the_actor_that_made_it(
+    world: dict[str, Any], stream_api: httpx.Client
+) -> None:
+    """Events migration 0002 keeps earlier rows without a credential: the credentials of the
+    actor that made one still see it (a rotated token included), others do not."""
+    subscriber = Credential.objects.get(namespace_id=world["namespace_id"], actor_name="subscriber")
+    made = subscribe(stream_api, world["tokens"]["subscriber"])
+    Subscription.objects.filter(id=made["id"]).update(credential_id="")  # as migrated
+    namespace = Namespace.objects.get(id=world["namespace_id"])
+    _, rotated = credential_issue(
+        namespace=namespace, actor_name="subscriber", permissions=["events:subscribe"]
+    )
+    _, stranger = credential_issue(
+        namespace=namespace, actor_name="stranger", permissions=["events:subscribe"]
+    )
+    path = f"/v1/subscriptions/{made['id']}"
+    assert subscriber.actor_id == Subscription.objects.get(id=made["id"]).actor_id
+    assert stream_api.get(path, headers=bearer(rotated)).status_code == 200
+    assert stream_api.get(path, headers=bearer(stranger)).status_code == 404
 
 
 def test_a_lease_is_an_integer_as_the_document_has_it(

@@ -6,9 +6,12 @@ import tracemalloc
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orbit_console.lib.strictjson import (
     MAX_DEPTH,
+    MAX_INT_DIGITS,
     JSONError,
     RawJSON,
     canonical,
@@ -471,3 +474,42 @@ def test_dumps_output_of_parsed_body_reparses_to_same_value() -> None:
     members = parse_object(body.encode())
     value = {name: member.value for name, member in members.items()}
     assert canonical(loads(dumps(value))) == canonical(value)
+
+
+def test_integers_beyond_max_int_digits_are_read_as_decimals_in_linear_time_I8() -> None:
+    """``int()`` of a digit string is quadratic in its length: integers longer than
+    ``MAX_INT_DIGITS`` are kept exactly as ``Decimal`` (issue 29), and still compare and
+    render exactly."""
+    short = "9" * MAX_INT_DIGITS
+    long = "9" * (MAX_INT_DIGITS + 1)
+    assert type(loads(short)) is int
+    value = loads(long)
+    assert type(value) is Decimal and value == int(long)
+    assert dumps(value) == long
+    assert dumps(loads("-" + long)) == "-" + long
+
+
+@given(
+    st.decimals(allow_nan=False, allow_infinity=False)
+    | st.integers()
+    | st.builds(lambda d, e: Decimal(f"{d}E{e}"), st.integers(), st.integers(-(10**6), 10**6))
+)
+def test_canonical_numbers_are_the_exact_value_O4(value: Decimal | int) -> None:
+    """``canonical`` reads a number from the decimal module's scientific text (issue 29: at
+    C speed): one text for every spelling of a value, the value's significant digits and the
+    exponent of the last, as reading the digits one by one gives."""
+    number = Decimal(str(value))
+    spellings = [str(number), format(number, "E")]
+    if abs(number.adjusted()) < 5000:  # written out in full: at most a few thousand digits
+        spellings.append(format(number, "f"))
+    assert {canonical(loads(text)) for text in spellings} == {_digit_by_digit(number)}
+
+
+def _digit_by_digit(number: Decimal) -> str:
+    sign, digits, exponent = number.as_tuple()
+    significant = "".join(map(str, digits)).lstrip("0")
+    if not significant:
+        return "0"
+    stripped = significant.rstrip("0")
+    last = int(exponent) + len(significant) - len(stripped)
+    return f"{'-' if sign else ''}{stripped}e{last}"

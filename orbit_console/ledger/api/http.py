@@ -30,6 +30,7 @@ from orbit_console.ledger.errors import (
     Unavailable,
 )
 from orbit_console.lib.ids import is_id, new_request_id
+from orbit_console.lib.numbers import decimal_in
 from orbit_console.lib.strictjson import dumps
 from orbit_console.ops.metrics import API_ANSWERS
 
@@ -59,8 +60,19 @@ def json_response(request: HttpRequest, status: int, body: dict[str, Any]) -> Ht
 
 
 def error_page(request: HttpRequest, status: int) -> HttpResponse:
-    """The project's 404 and 500 pages under ``/v1/``, in the API's envelope."""
-    error = NotFound("no such endpoint") if status == 404 else ApiError("internal error")
+    """The project's 400, 404 and 500 pages under ``/v1/``, in the API's envelope. A 400 here
+    is a request Django could not read before any view saw it (a header it cannot parse, a
+    query string over its limits, a Host it does not serve)."""
+    error: ApiError
+    if status == 400:
+        error = InvalidArgument(
+            "the request could not be read: a header, the path or the query string is "
+            "malformed or too large"
+        )
+    elif status == 404:
+        error = NotFound("no such endpoint")
+    else:
+        error = ApiError("internal error")
     return error_response(request, error)
 
 
@@ -172,10 +184,12 @@ def limit_param(params: dict[str, str], *, default: int = 20, maximum: int = 100
     text = params.get("limit")
     if text is None:
         return default
-    # The length bound comes before int(), which refuses strings of more than 4300 digits.
-    if not (text.isascii() and text.isdigit()) or len(text) > 20 or not 1 <= int(text) <= maximum:
-        raise InvalidArgument(f"limit: must be an integer from 1 to {maximum}", field="limit")
-    return int(text)
+    try:
+        return decimal_in(text, 1, maximum)
+    except ValueError:
+        raise InvalidArgument(
+            f"limit: must be an integer from 1 to {maximum}", field="limit"
+        ) from None
 
 
 def cursor_param(params: dict[str, str], *, max_chars: int) -> str | None:

@@ -157,6 +157,8 @@ def _schemas() -> dict[str, Any]:
                                 "IDEMPOTENCY_CONFLICT",
                                 "QUEUE_FULL",
                                 "APPLICATION_FULL",
+                                "SUBSCRIPTION_LIMIT",
+                                "STREAM_LIMIT",
                                 "UNAVAILABLE",
                             ],
                         },

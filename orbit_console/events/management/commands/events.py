@@ -1,8 +1,9 @@
 """``manage.py events``: the embedded API's event-stream subscriptions (docs/events.md), for
 the operator of the embedded ledger (over the API: ``/v1/subscriptions``).
 
-events subscribe --namespace ID --name TEXT [--queue ID]... [--lease-ms N]
-    prints the new subscription's id
+events subscribe --namespace ID --name TEXT [--queue ID]... [--lease-ms N] [--credential ID]
+    prints the new subscription's id; ``--credential``: the credential that owns it (lists,
+    reads, streams and deletes it over the API); without it, no credential sees it
 events list [--namespace ID]
     the subscriptions, with how many events each is owed
 events delete ID
@@ -20,9 +21,10 @@ from orbit_console.events.subscriptions import (
     parse_subscription,
     subscription_insert,
 )
+from orbit_console.ledger.auth import queue_scope
 from orbit_console.ledger.errors import InvalidArgument
 from orbit_console.ledger.lifecycle import actor_id_for
-from orbit_console.ledger.models import Namespace, Queue
+from orbit_console.ledger.models import Credential, Namespace, Permission, Queue
 from orbit_console.lib.ids import new_id
 
 COMMAND_ACTOR = "manage.py events"
@@ -38,6 +40,9 @@ class Command(BaseCommand):
         subscribe.add_argument("--name", required=True)
         subscribe.add_argument("--queue", action="append", default=[], help="only this queue")
         subscribe.add_argument("--lease-ms", type=int, default=DEFAULT_LEASE_MS)
+        subscribe.add_argument(
+            "--credential", default="", help="the id of the credential that owns it"
+        )
         listing = commands.add_parser("list", help="the subscriptions")
         listing.add_argument("--namespace", default="")
         delete = commands.add_parser("delete", help="delete a subscription and what it is owed")
@@ -70,13 +75,35 @@ class Command(BaseCommand):
         found = Queue.objects.filter(namespace=namespace, id__in=request.queue_ids).count()
         if found != len(request.queue_ids):
             raise CommandError("every --queue must be a queue of the namespace")
+        owner = self._owner(namespace, options["credential"], request.queue_ids)
+        # The operator's command is not held to the API's limits on subscriptions: it is how
+        # an operator gives a credential one beyond them.
         subscription = subscription_insert(
             namespace_id=namespace.id,
+            credential_id=owner.id if owner else "",
             request=request,
-            actor_id=actor_id_for(namespace.id, COMMAND_ACTOR),
+            actor_id=owner.actor_id if owner else actor_id_for(namespace.id, COMMAND_ACTOR),
             key_digest=f"command-{new_id()}",
         )
         self.stdout.write(subscription.id)
+
+    @staticmethod
+    def _owner(
+        namespace: Namespace, credential_id: str, queue_ids: tuple[str, ...]
+    ) -> Credential | None:
+        """The credential that will own the subscription: one of the namespace that may
+        subscribe, and whose queues hold the subscription's (else it could not see it)."""
+        if not credential_id:
+            return None
+        owner = Credential.objects.filter(id=credential_id, namespace=namespace).first()
+        if owner is None:
+            raise CommandError(f"no credential {credential_id} in the namespace")
+        if Permission.SUBSCRIBE not in owner.permission_set:
+            raise CommandError(f"the credential lacks the {Permission.SUBSCRIBE} permission")
+        scope = queue_scope(owner)
+        if scope is not None and not (queue_ids and set(queue_ids) <= scope):
+            raise CommandError("the credential is limited to some queues: name them (or some)")
+        return owner
 
     def _list(self, namespace_id: str) -> None:
         subscriptions = Subscription.objects.order_by("namespace_id", "created_at")
@@ -89,8 +116,9 @@ class Command(BaseCommand):
         )
         for subscription in subscriptions:
             queues = ",".join(sorted(subscription.queues)) or "*"
+            owner = subscription.credential_id or "-"
             self.stdout.write(
                 f"{subscription.id} {subscription.namespace_id} {queues} "
-                f"lease {subscription.lease_ms} ms, owed {owed.get(subscription.id, 0)}: "
-                f"{subscription.name}"
+                f"lease {subscription.lease_ms} ms, owed {owed.get(subscription.id, 0)}, "
+                f"owner {owner}: {subscription.name}"
             )

@@ -29,7 +29,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.urls import URLPattern, URLResolver, get_resolver
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
@@ -37,6 +37,7 @@ from orbit_console.decisions.models import Batch, ConsoleEvent, Proposal, Submis
 from orbit_console.decisions.proposals import proposal_create
 from orbit_console.decisions.submissions import submission_create
 from orbit_console.ledger.models import OperationAudit, Queue
+from orbit_console.lib.live import CLOSE_UNAUTHENTICATED
 from orbit_console.people.credentials import credential_drop, mint_embedded
 from orbit_console.people.models import OrbitCredential
 from orbit_console.routing import websocket_urlpatterns
@@ -54,6 +55,9 @@ NOT_FOUND_OR_FORBIDDEN = frozenset({403, 404})
 # The recovery API's routes (its own rules: tests/ledger, tests/events).
 API_NAMESPACES = ("api:", "events:")
 PUBLIC = {"login", "logout", "set_language", "health-live", "health-ready", "metrics"}
+# What a page knows of its own session (tests/console/test_sessions_and_drafts.py): anyone may
+# ask; the signed out are told only that they are signed out.
+PUBLIC |= {"session", "session_extend"}
 
 
 @dataclass(frozen=True)
@@ -431,6 +435,19 @@ def socket_opens(server: DaphneServer, path: str, user: User | None) -> bool:
         return False
 
 
+def signed_out_close_code(server: DaphneServer, path: str) -> int | None:
+    """The code the server closes a socket without a session with (None: it stayed open)."""
+    url = server.url.replace("http://", "ws://", 1) + path
+    with connect(url, origin=Origin(server.url), proxy=None, open_timeout=30) as socket:
+        try:
+            socket.recv(timeout=30)
+        except ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd is not None else None
+        except TimeoutError:
+            return None
+    return None
+
+
 SOCKET_OPENS: dict[str, Callable[[str], bool]] = {
     # The timeline needs tasks:audit:read on the task (every role implies it); the approvals
     # queue the supervisor role.
@@ -464,4 +481,15 @@ def test_sockets_open_for_the_namespaces_people_by_role_only(
     everywhere = person(things, "everywhere", role).user
     for path in SOCKETS.values():
         assert socket_opens(orbit_server, path.format(**subject), everywhere) == opened[path]
-    assert not socket_opens(orbit_server, "/ws/approvals", None)
+
+
+def test_a_signed_out_socket_is_told_so_on_every_route(
+    orbit_server: DaphneServer, things: Things, live_db: None
+) -> None:
+    """No session: every socket is closed with 4401 as soon as it is answered (accepted first,
+    so that the page can say "signed out" rather than retry for ever: ops/sockets.py)."""
+    subject = things.fresh()
+    assert {
+        path: signed_out_close_code(orbit_server, path.format(**subject))
+        for path in SOCKETS.values()
+    } == dict.fromkeys(SOCKETS.values(), CLOSE_UNAUTHENTICATED)

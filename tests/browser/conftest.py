@@ -5,12 +5,21 @@ error on any of them fails the test at teardown (strict CSP, no inline scripts o
 """
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    BrowserType,
+    ConsoleMessage,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 
 from orbit_console.decisions.models import Submission
 from orbit_console.decisions.proposals import proposal_create
@@ -23,6 +32,50 @@ from tests.support.servers import DaphneServer
 # Two cores, several suites at once, servers that start on demand: be patient.
 ACTION_TIMEOUT_MS = 30_000
 EXPECT_TIMEOUT_MS = 20_000
+
+
+# --- Playwright lives for one module at a time ---------------------------------------------------
+#
+# pytest-playwright starts Playwright once per session. Its synchronous API runs an event loop
+# in the test process's main thread for as long as it lives, and under xdist a worker runs
+# browser modules and other modules in turn: every later test that calls ``asyncio.run`` (the
+# Channels and stream tests do) would fail with "cannot be called from a running event loop".
+# These overrides start Playwright and Chromium per browser module and stop them after it.
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def browser_type(playwright: Playwright, browser_name: str) -> BrowserType:
+    chosen: BrowserType = getattr(playwright, browser_name)
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def launch_browser(
+    browser_type_launch_args: dict[str, Any], browser_type: BrowserType
+) -> Callable[..., Browser]:
+    def launch(**kwargs: Any) -> Browser:
+        return browser_type.launch(**{**browser_type_launch_args, **kwargs})
+
+    return launch
+
+
+@pytest.fixture(scope="module")
+def browser(launch_browser: Callable[..., Browser]) -> Iterator[Browser]:
+    launched = launch_browser()
+    yield launched
+    launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser_context_args(device: str | None, playwright: Playwright) -> dict[str, Any]:
+    """No base URL, video or tracing here: the tests open their own servers' URLs."""
+    return dict(playwright.devices[device]) if device else {}
 
 
 class BrowserWatch:

@@ -310,9 +310,16 @@ def test_the_reverse_proxy_never_routes_metrics() -> None:
 def test_reconciler_backlog_and_lag_count_open_submissions_whose_resend_is_due() -> None:
     """Read from the database at scrape time: an unknown outcome due 30 s ago is the backlog
     and sets the lag; one due in an hour and a settled one do not count. The series count every
-    submission there is: those that other modules' live servers left on this worker's database
-    go first (inside this test's transaction, which is rolled back)."""
-    Submission.objects.all().delete()
+    submission there is, and other modules' live servers leave theirs on this worker's database:
+    what this test adds is counted against what was there before it."""
+
+    def scraped() -> dict[str, list[Any]]:
+        return {family.name: family.samples for family in SubmissionCollector().collect()}
+
+    def by_state(gauges: dict[str, list[Any]]) -> dict[str, float]:
+        return {s.labels["state"]: s.value for s in gauges["orbit_submissions"]}
+
+    before = scraped()
     person = User.objects.create(username="metrics-operator")
     now = timezone.now()
     created = {
@@ -334,13 +341,20 @@ def test_reconciler_backlog_and_lag_count_open_submissions_whose_resend_is_due()
             state=state, next_attempt_at=next_attempt_at
         )
 
-    gauges = {family.name: family.samples for family in SubmissionCollector().collect()}
+    gauges = scraped()
 
-    assert [sample.value for sample in gauges["orbit_reconciler_backlog"]] == [1]
+    [backlog_before] = before["orbit_reconciler_backlog"]
+    [backlog] = gauges["orbit_reconciler_backlog"]
+    assert backlog.value - backlog_before.value == 1
     [lag] = gauges["orbit_reconciler_lag_seconds"]
-    assert 30 <= lag.value < 90
-    by_state = {s.labels["state"]: s.value for s in gauges["orbit_submissions"]}
-    assert (by_state["unknown"], by_state["succeeded"], by_state["pending"]) == (2, 1, 0)
+    assert lag.value >= 30
+    if backlog_before.value == 0:
+        assert lag.value < 90
+    added = {
+        state: by_state(gauges)[state] - by_state(before)[state]
+        for state in ("unknown", "succeeded", "pending")
+    }
+    assert added == {"unknown": 2, "succeeded": 1, "pending": 0}
 
 
 def test_a_publish_the_channel_layer_refuses_is_counted_and_not_raised() -> None:

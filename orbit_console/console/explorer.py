@@ -9,11 +9,12 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import signing
-from django.db.models import Q, QuerySet
-from django.db.models.functions import Lower
+from django.db.models import Prefetch, Q, QuerySet
+from django.db.models.functions import Coalesce, Lower
+from django.utils.translation import gettext as _
 
-from orbit_console.decisions.models import ConsoleEvent
-from orbit_console.lib import csvcells
+from orbit_console.decisions.models import Approval, Batch, ConsoleEvent, Proposal, Submission
+from orbit_console.lib import csvcells, notes
 from orbit_console.lib.keyset import older_than
 from orbit_console.lib.rfc3339 import format_utc
 
@@ -81,12 +82,44 @@ def ambiguous(filters: Filters) -> dict[str, list[str]]:
     return found
 
 
+_APPROVALS = Approval.objects.select_related("approver").order_by("created_at", "id")
+
+
 def events(filters: Filters) -> QuerySet[ConsoleEvent]:
-    rows = _in_scope(filters).select_related("actor", "submission", "proposal")
+    """The entries, with what each one needs to be read on its own (``Decision``): the
+    decision's author, its body, its batch and its approvals, fetched per page or export
+    batch (a bounded number of queries, never one per entry)."""
+    rows = _in_scope(filters).select_related(
+        "actor",
+        "submission__created_by",
+        "submission__proposal__proposed_by",
+        "submission__batch_item__batch__created_by",
+        "proposal__proposed_by",
+        "batch__created_by",
+    )
+    rows = rows.prefetch_related(
+        Prefetch("submission__proposal__approvals", queryset=_APPROVALS),
+        Prefetch("submission__batch_item__batch__approvals", queryset=_APPROVALS),
+        Prefetch("proposal__approvals", queryset=_APPROVALS),
+        Prefetch("batch__approvals", queryset=_APPROVALS),
+    )
     if filters.person:
-        # In any case, also under MySQL's binary collation (where LIKE keeps case).
+        # In any case, also under MySQL's binary collation (where LIKE keeps case). An entry
+        # the console wrote itself (a batch's sends, the reconciler's) belongs to the person
+        # whose decision it carries out: filtering by person finds it (``Decision.person``).
         person = filters.person.lower()
-        rows = rows.alias(actor_name=Lower("actor__username")).filter(actor_name__startswith=person)
+        rows = rows.alias(
+            actor_name=Lower("actor__username"),
+            author_name=Lower(
+                Coalesce(
+                    "submission__created_by__username",
+                    "proposal__proposed_by__username",
+                    "batch__created_by__username",
+                )
+            ),
+        ).filter(
+            Q(actor_name__startswith=person) | Q(actor__isnull=True, author_name__startswith=person)
+        )
     if filters.kind:
         rows = rows.filter(kind=filters.kind)
     if filters.outcome:
@@ -119,18 +152,117 @@ def page(filters: Filters, cursor: str | None) -> tuple[list[ConsoleEvent], str 
     return entries, signing.dumps([last.created_at.isoformat(), last.id], salt=_CURSOR_SALT)
 
 
+def _json(text: str) -> dict[str, Any]:
+    try:
+        found = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _batch_of(submission: Submission | None) -> Batch | None:
+    try:
+        item = submission.batch_item if submission is not None else None
+    except Submission.batch_item.RelatedObjectDoesNotExist:  # type: ignore[attr-defined]
+        return None
+    return item.batch if item is not None else None
+
+
+def _approvers(subject: Proposal | Batch | None) -> list[str]:
+    if subject is None:
+        return []
+    return [approval.approver.get_username() for approval in subject.approvals.all()]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an entry of the record is about, read from the decision it belongs to (its
+    submission, proposal or batch) when it is read: the record itself is append-only and is
+    never rewritten. ``person`` is whose act it is — the entry's actor, or, for what the
+    console did on its own (a batch's sends, the reconciler), the author of the decision it
+    carried out (``by_console``); ``approved_by`` names the supervisors whose approval sent it."""
+
+    person: str
+    by_console: bool
+    approved_by: tuple[str, ...]
+    batch_id: str
+    reason: str
+    evidence_ref: str
+    outcome: str
+    body: str
+
+
+def decision(event: ConsoleEvent) -> Decision:
+    submission, proposal, batch = event.submission, event.proposal, event.batch
+    if submission is not None:
+        batch = batch or _batch_of(submission)
+        proposal = proposal or submission.proposal
+    author = None
+    if submission is not None:
+        author = submission.created_by
+    elif proposal is not None:
+        author = proposal.proposed_by
+    elif batch is not None:
+        author = batch.created_by
+    actor = event.actor or author
+    approved = _approvers(proposal) or _approvers(batch)
+    if submission is not None:
+        body = submission.body
+    elif proposal is not None:
+        body = proposal.body
+    else:
+        body = batch.decision if batch is not None else ""
+    fields = _json(body)
+    return Decision(
+        person=actor.get_username() if actor is not None else "",
+        by_console=event.actor is None and actor is not None,
+        approved_by=tuple(approved),
+        batch_id=batch.id if batch is not None else "",
+        reason=str(fields.get("reason", "")),
+        evidence_ref=str(fields.get("evidence_ref", "")),
+        outcome=str(fields.get("outcome", "")),
+        body=body,
+    )
+
+
+def readable_note(note: str) -> str:
+    """A note for people. An export's note, which the console stores as JSON (its format,
+    filter and time), reads "CSV export · filter: person = ana"; other notes the system wrote
+    in the reader's language (``notes.shown``); a person's note as they wrote it."""
+    fields = _json(note) if note.startswith("{") else {}
+    if not fields:
+        return notes.shown(note)
+    parts = []
+    if fields.get("format"):
+        parts.append(_("%(format)s export") % {"format": str(fields["format"]).upper()})
+    if "filter" in fields:
+        described = fields["filter"] if isinstance(fields["filter"], dict) else {}
+        shown = ", ".join(f"{name} = {value}" for name, value in described.items())
+        parts.append(_("filter: %(filter)s") % {"filter": shown} if shown else _("no filter"))
+    known = ("format", "filter", "exported_at")
+    parts.extend(f"{name}: {value}" for name, value in fields.items() if name not in known)
+    return " · ".join(parts)
+
+
 EXPORT_FIELDS = [
     "seq",
     "id",
     "created_at",
     "kind",
     "actor",
+    "person",
+    "approved_by",
     "task_id",
     "queue_id",
     "submission_id",
     "submission_state",
     "audit_id",
     "proposal_id",
+    "batch_id",
+    "reason",
+    "evidence_ref",
+    "decided_outcome",
+    "body",
     "note",
     "prev_hash",
     "entry_hash",
@@ -139,18 +271,26 @@ EXPORT_FIELDS = [
 
 def as_row(event: ConsoleEvent) -> dict[str, Any]:
     submission = event.submission
+    decided = decision(event)
     return {
         "seq": event.seq,
         "id": event.id,
         "created_at": format_utc(event.created_at),
         "kind": event.kind,
         "actor": event.actor.get_username() if event.actor is not None else "",
+        "person": decided.person,
+        "approved_by": ", ".join(decided.approved_by),
         "task_id": event.task_id,
         "queue_id": event.queue_id,
         "submission_id": event.submission_id or "",
         "submission_state": submission.state if submission is not None else "",
         "audit_id": submission.audit_id if submission is not None else "",
         "proposal_id": event.proposal_id or "",
+        "batch_id": decided.batch_id,
+        "reason": decided.reason,
+        "evidence_ref": decided.evidence_ref,
+        "decided_outcome": decided.outcome,
+        "body": decided.body,
         "note": event.note,
         "prev_hash": event.prev_hash,
         "entry_hash": event.entry_hash,

@@ -236,3 +236,32 @@ def test_auditor_sees_no_write_control_and_every_write_url_is_403(
     assert Submission.objects.get(id=pending.id).send_count == 0
     proposal.refresh_from_db()
     assert proposal.state == "pending"
+
+
+def test_the_explorer_shows_the_why_of_each_decision_and_notes_in_words(
+    page: Page,
+    orbit_server: DaphneServer,
+    people: dict[str, TestPerson],
+    history: dict[str, Any],
+) -> None:
+    """Issue 30: the explorer had no reason, evidence, outcome or body, and an export's note
+    was raw JSON; an auditor had to open every submission."""
+    operator, auditor = people["operator"], people["auditor"]
+    applied: Submission = history["applied"]
+    sign_in(page, orbit_server, auditor)
+    page.goto(f"{orbit_server.url}/audit?person={operator.username}&kind=submission.receipt")
+    receipt = page.locator("#results tbody tr").first
+    decision = receipt.locator(".entry-decision")
+    expect(decision).to_contain_text(REASON)
+    expect(decision).to_contain_text("evidence:reconciliation-001")
+    expect(decision.locator(".decided-outcome")).to_have_text("FAILED")
+    decision.locator("summary").click()
+    expect(decision.locator("pre")).to_have_text(applied.body)
+
+    with page.expect_download():
+        page.locator("#export-csv").click()
+    page.goto(f"{orbit_server.url}/audit?person={auditor.username}&kind=audit.exported")
+    note = page.locator("#results tbody tr").first.locator(".entry-note")
+    expect(note).to_contain_text("CSV export")
+    expect(note).to_contain_text(f"filter: kind = submission.receipt, person = {operator.username}")
+    expect(note).not_to_contain_text("{")

@@ -9,6 +9,7 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
+from orbit_console.console import explorer
 from orbit_console.lib import notes, strictjson
 from orbit_console.lib.rfc3339 import format_utc
 
@@ -54,6 +55,13 @@ def shown_note(note: str) -> str:
     """A note of the console's record in the reader's language when the system wrote it
     (lib/notes.py); a person's note as they wrote it."""
     return notes.shown(note)
+
+
+@register.filter
+def readable_note(note: str) -> str:
+    """A note of the console's record for people: an export's JSON note as words
+    (``explorer.readable_note``), any other as ``shown_note``."""
+    return explorer.readable_note(note)
 
 
 @register.filter

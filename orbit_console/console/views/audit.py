@@ -74,11 +74,13 @@ def _read_filters(request: HttpRequest) -> tuple[ExplorerFilters, explorer.Filte
 async def explorer_page(request: HttpRequest) -> HttpResponse:
     form, filters = await _filters(request)
     entries: list[ConsoleEvent] = []
+    rows: list[tuple[ConsoleEvent, explorer.Decision]] = []
     next_cursor: str | None = None
     if filters is not None:
         entries, next_cursor = await sync_to_async(explorer.page)(
             filters, request.GET.get("cursor")
         )
+        rows = await sync_to_async(lambda: [(e, explorer.decision(e)) for e in entries])()
     # Only what carries the checkpoint key's signature: rows written by hand are named, not shown.
     status = await sync_to_async(chain_status)()
     query = request.GET.copy()
@@ -86,6 +88,7 @@ async def explorer_page(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "entries": entries,
+        "rows": rows,
         "next_query": _with(query, cursor=next_cursor) if next_cursor else None,
         "export_query": query.urlencode(),
         "status": status,

@@ -1,5 +1,7 @@
 """A submission's page — the receipt, or what happened and what to do next — and the resend."""
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -17,7 +19,7 @@ from orbit_console.console.views.common import (
     task_now,
 )
 from orbit_console.decisions.followups import followup_observe
-from orbit_console.decisions.models import ConsoleEvent, FollowUp, Submission
+from orbit_console.decisions.models import Approval, Batch, ConsoleEvent, FollowUp, Submission
 from orbit_console.decisions.submissions import submission_send
 from orbit_console.lib.ids import is_id
 from orbit_console.people.access import require_task_read
@@ -59,6 +61,21 @@ def _load(submission_id: str) -> tuple[Submission, list[ConsoleEvent]]:
     return submission, events
 
 
+def _origin(submission: Submission) -> dict[str, Any]:
+    """Where the decision came from, for the page: its batch, and the supervisors whose
+    approval sent it (of its proposal or its batch)."""
+    batch = Batch.objects.filter(items__submission=submission).first()
+    subject: dict[str, Any] = {"batch__items__submission": submission}
+    if submission.proposal_id:
+        subject = {"proposal_id": submission.proposal_id}
+    approvers = list(
+        Approval.objects.filter(**subject)
+        .order_by("created_at", "id")
+        .values_list("approver__username", flat=True)
+    )
+    return {"batch": batch, "approved_by": approvers}
+
+
 @require_GET
 @console_view
 async def submission_detail(request: HttpRequest, submission_id: str) -> HttpResponse:
@@ -70,6 +87,7 @@ async def submission_detail(request: HttpRequest, submission_id: str) -> HttpRes
     context = {
         "submission": submission,
         "events": events,
+        **await sync_to_async(_origin)(submission),
         "current": current,
         "current_error": current_error,
         "followup": followup,

@@ -471,7 +471,12 @@ def test_reject_requires_a_reason_and_records_it(
         answer = decide(supervisor, proposal_id, "reject", reason=blank)
         assert answer.status_code == 303
         page = supervisor.get(answer.headers["location"])
-        assert "Say why the proposal is rejected." in messages_of(page.text)
+        # At the field, not in a banner (issue 30), with what was typed kept.
+        error = element(
+            page.text, r'<div class="errorlist" role="alert" id="reject-reason-error">.*?</div>'
+        )
+        assert "Say why the proposal is rejected" in text_of(error)
+        assert messages_of(page.text) == ""
         assert Proposal.objects.get(id=proposal_id).state == "pending"
     assert kinds(proposal_id) == [("proposal.proposed", crew["operator"].username)]
 

@@ -6,6 +6,7 @@ The console runs with approval required (the production default), on a server of
 operators and supervisors are minted under that policy.
 """
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
 from orbit_console.decisions.models import Proposal
+from orbit_console.decisions.proposals import proposal_create
 from orbit_console.people.models import OrbitCredential
 from tests.approvals.conftest import REQUIRED_ROLE_PERMISSIONS, required_policy, start_server
 from tests.browser.conftest import (
@@ -24,6 +26,7 @@ from tests.browser.conftest import (
     submit_decision,
     task_operations,
 )
+from tests.support.orbit import REVIEW_REVISION, review_body
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
@@ -193,3 +196,43 @@ def test_a_rejection_reaches_the_proposers_open_page_and_their_box_says_why(
     own = page.locator("#own-proposals")
     expect(own).to_contain_text("Rejected by a supervisor")
     expect(own).to_contain_text(f"{crew['supervisor'].username}: {reason}")
+
+
+def test_a_long_or_blank_reason_is_refused_at_its_field_and_never_cut(
+    page: Page, approvals_console: DaphneServer, crew: dict[str, TestPerson], world: dict[str, Any]
+) -> None:
+    """Issue 30: the reject and note fields cut a paste at 1 024 characters without a word (the
+    wizard never cuts), and a rejection of spaces alone was told in a banner, away from the
+    field. Now nothing is cut: the counter says how much is too much, the server refuses at the
+    field and keeps the text; the proposal stays pending."""
+    proposal = proposal_create(
+        action="review",
+        task_id=world["tasks"]["needs_review_workflow"],
+        expected_revision=REVIEW_REVISION,
+        body=json.dumps(review_body()),
+        proposed_by=crew["operator"].user,
+    ).proposal
+    sign_in(page, approvals_console, crew["supervisor"])
+    page.goto(f"{approvals_console.url}/proposals/{proposal.id}")
+    reason = page.locator("#reject-reason")
+    pasted = "the evidence does not hold; " * 60  # 1 680 characters
+    reason.fill(pasted)
+    expect(reason).to_have_value(pasted)  # not cut at 1 024
+    expect(page.locator("#reject-reason_counter")).to_contain_text("656 characters too many")
+    page.get_by_role("button", name="Reject").click()
+    error = page.locator("#reject-reason-error")
+    expect(error).to_contain_text("656 characters too many: nothing was cut")
+    expect(reason).to_have_value(pasted)
+    expect(reason).to_have_attribute("aria-describedby", re.compile("reject-reason-error"))
+    expect(page.locator(".messages")).to_have_count(0)
+
+    reason.fill("   ")
+    page.get_by_role("button", name="Reject").click()
+    expect(page.locator("#reject-reason-error")).to_contain_text("spaces alone")
+    note = page.locator("#approve-note")
+    note.fill("x" * 1100)
+    expect(note).to_have_value("x" * 1100)
+    page.get_by_role("button", name="Approve and send").click()
+    expect(page.locator("#approve-note-error")).to_contain_text("76 characters too many")
+    proposal.refresh_from_db()
+    assert proposal.state == "pending"

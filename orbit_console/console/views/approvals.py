@@ -111,6 +111,7 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
         drift = _drift(proposal, current)
     context = {
         **await _restored(request, proposal, person),
+        **await _field_error(request, proposal.id),
         "proposal": proposal,
         "events": events,
         "submission": submission,
@@ -228,8 +229,10 @@ async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpR
     person: Person = request.person  # type: ignore[attr-defined]
     if not person.has_role(SUPERVISOR):
         raise PermissionDenied
-    note = request.POST.get("note", "")[:1024]
+    note = request.POST.get("note", "")
     await _require_proposal_access(person, proposal_id)
+    if (refused := await _refused_text(request, proposal_id, "note", note)) is not None:
+        return refused
     try:
         submission = await sync_to_async(proposal_approve)(
             proposal_id=proposal_id,
@@ -256,13 +259,14 @@ async def proposal_reject_view(request: HttpRequest, proposal_id: str) -> HttpRe
     if not person.has_role(SUPERVISOR):
         raise PermissionDenied
     await _require_proposal_access(person, proposal_id)
+    reason = request.POST.get("reason", "")
+    if (refused := await _refused_text(request, proposal_id, "reason", reason)) is not None:
+        return refused
     try:
-        await sync_to_async(
-            proposal_reject
-        )(
+        await sync_to_async(proposal_reject)(
             proposal_id=proposal_id,
             supervisor=person.user,  # type: ignore[arg-type]
-            reason=request.POST.get("reason", "")[:1024],
+            reason=reason,
         )
     except Proposal.DoesNotExist:
         raise Http404("no such proposal") from None
@@ -299,6 +303,47 @@ async def _require_proposal_access(person: Person, proposal_id: str) -> None:
     if proposal is None:
         raise Http404("no such proposal")
     await require_task_access(person, proposal.task_id, what="proposal")
+
+
+MAX_NOTE_CHARS = 1024
+_FIELD_ERROR = "orbit.proposal_field_error"
+
+
+async def _refused_text(
+    request: HttpRequest, proposal_id: str, field: str, text: str
+) -> HttpResponse | None:
+    """A note or a reason that cannot be taken is refused at its field, never cut (a paste of
+    2 000 characters was silently cut to 1 024) and never told in a banner away from it: the
+    page shows it again, with what is wrong under it (``_field_error``)."""
+    if field == "reason" and not text.strip():
+        error = _("Say why the proposal is rejected: a reason of spaces alone says nothing.")
+    elif len(text) > MAX_NOTE_CHARS:
+        error = _("%(over)s characters too many: nothing was cut, shorten the text to %(max)s.") % {
+            "over": len(text) - MAX_NOTE_CHARS,
+            "max": MAX_NOTE_CHARS,
+        }
+    else:
+        return None
+    await request.session.aset(
+        _FIELD_ERROR,
+        {
+            "proposal": proposal_id,
+            "field": field,
+            "error": error,
+            "text": text,
+        },
+    )
+    return _back(proposal_id)
+
+
+async def _field_error(request: HttpRequest, proposal_id: str) -> dict[str, str]:
+    """The refusal ``_refused_text`` kept for this proposal's page, once: the field's text
+    back in it, and the error under it."""
+    kept = await request.session.apop(_FIELD_ERROR, None)
+    if not isinstance(kept, dict) or kept.get("proposal") != proposal_id:
+        return {}
+    field = kept["field"]
+    return {f"restored_{field}": kept["text"], f"{field}_error": kept["error"]}
 
 
 def _back(proposal_id: str) -> HttpResponse:

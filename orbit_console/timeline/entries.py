@@ -66,8 +66,10 @@ def _changes(before: Any, after: Any) -> list[tuple[str, str, str]]:
     after = after if isinstance(after, dict) else {}
     rows = []
     for name in ("state", "revision"):
-        if name in before or name in after:
-            rows.append((name, str(before.get(name, "—")), str(after.get(name, "—"))))
+        # Only what the operation says it changed: a retry records the source's state before
+        # and nothing of it after (the source stays as it was), which read "state FAILED → —".
+        if name in after:
+            rows.append((name, str(before.get(name, "—")), str(after[name])))
     for name, value in after.items():
         if name in ("state", "revision", "retry_task_id", "source_task_id", "retry_of"):
             continue

@@ -211,9 +211,28 @@
     });
   }
 
+  // A badge may speak for several sockets (a retry's receipt follows the task and its new
+  // one: data-badge names the page's one badge): it then says the worst of their states.
+  var LIVE_RANK = { live: 0, reconnecting: 2, paused: 3 };
   function setLive(socketElement, state) {
-    var badge = socketElement.querySelector(".flag.live");
-    if (badge) { badge.textContent = badge.dataset[state] || state; badge.dataset.state = state; }
+    socketElement.dataset.liveState = state;
+    var badge = socketElement.querySelector(".flag.live") ||
+      document.getElementById(socketElement.dataset.badge || "");
+    if (!badge) { return; }
+    var owner = badge.closest("[ws-connect]");
+    var sharing = Array.from(document.querySelectorAll("[data-badge]")).filter(function (other) {
+      return other.dataset.badge === badge.id;
+    });
+    var worst = state;
+    [owner].concat(sharing).forEach(function (other) {
+      var its = other && other.dataset.liveState;
+      if (!its) { its = "connecting"; }
+      var rank = LIVE_RANK[its] === undefined ? 1 : LIVE_RANK[its];
+      var worstRank = LIVE_RANK[worst] === undefined ? 1 : LIVE_RANK[worst];
+      if (rank > worstRank) { worst = its; }
+    });
+    badge.textContent = badge.dataset[worst] || badge.textContent;
+    badge.dataset.state = worst;
   }
 
   // A live part of a page (data-live-region) asks the server again when the task is noted, but

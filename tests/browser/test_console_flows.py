@@ -164,6 +164,9 @@ def test_a_full_retry_through_the_wizard_ends_at_the_new_task(
     submit_decision(page, "safe_to_retry")
 
     expect(page.locator("#receipt h2")).to_have_text("Applied")
+    # Issue 30: the receipt follows the task and its new one, with one "live" badge for both.
+    expect(page.locator(".flag.live")).to_have_count(1)
+    expect(page.locator(".flag.live")).to_have_text("live")
     new_task_link = page.locator("#receipt-new-task")
     expect(new_task_link).to_have_text(re.compile(r"^[0-9a-f]{32}$"))
     new_task = new_task_link.text_content() or ""
@@ -558,6 +561,9 @@ def test_two_tabs_submitting_the_same_decision_make_one_submission(
     expect(page.locator("#receipt h2")).to_have_text("Applied")
     submit_decision(second, "execution_settled")
     expect(second.locator("#set-aside")).to_contain_text("Your decision was not sent")
+    # Issue 30: the decision that stands is this person's own (another tab): "You", not a name.
+    expect(second.locator("#set-aside")).to_contain_text("You had already made a decision")
+    expect(second.locator("#set-aside")).not_to_contain_text(people["operator"].username)
     expect(second.locator("#set-aside-mine")).to_contain_text('"outcome": "SUCCEEDED"')
     expect(second.locator("#set-aside-standing")).to_contain_text('"outcome": "FAILED"')
     expect(second).to_have_url(page.url)

@@ -3,7 +3,7 @@
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from orbit_console.timeline.entries import Entry, merged
+from orbit_console.timeline.entries import Entry, from_operation, merged
 
 
 def entry(key: str, created_at: datetime) -> Entry:
@@ -43,3 +43,39 @@ def test_sort_key_is_in_utc_whatever_the_time_zone_of_the_time() -> None:
 def test_same_time_is_ordered_by_key_and_duplicates_are_dropped() -> None:
     ordered = merged([entry("op-a", SECOND), entry("op-b", SECOND), entry("op-a", SECOND)])
     assert [item.key for item in ordered] == ["op-b", "op-a"]
+
+
+def test_a_retried_entry_shows_no_state_change_the_operation_did_not_record() -> None:
+    """Issue 30: a retry records the source's state before and nothing of it after; the
+    source's entry read "state FAILED → —"."""
+    retried = from_operation(
+        {
+            "id": "a" * 32,
+            "task_id": "b" * 32,
+            "operation_id": "c" * 32,
+            "actor_id": "d" * 32,
+            "action": "task.retry",
+            "created_at": "2026-11-30T08:00:00Z",
+            "reason": "safe to run again",
+            "evidence_ref": "ev:1",
+            "before": {"state": "FAILED", "revision": "3"},
+            "after": {"source_task_id": "b" * 32, "retry_task_id": "e" * 32, "safe_to_retry": True},
+        },
+        {},
+    )
+    assert [what for what, _, _ in retried.changes] == ["safe_to_retry"]
+    assert retried.new_task_id == "e" * 32
+    reviewed = from_operation(
+        {
+            "id": "f" * 32,
+            "task_id": "b" * 32,
+            "operation_id": "0" * 32,
+            "actor_id": "d" * 32,
+            "action": "task.review",
+            "created_at": "2026-11-30T08:00:00Z",
+            "before": {"state": "NEEDS_REVIEW", "revision": "3"},
+            "after": {"state": "FAILED", "revision": "4"},
+        },
+        {},
+    )
+    assert reviewed.changes[:2] == [("state", "NEEDS_REVIEW", "FAILED"), ("revision", "3", "4")]

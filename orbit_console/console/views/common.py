@@ -172,6 +172,8 @@ async def set_aside_context(
         "set_aside_action": action,
         "standing_body": standing_body,
         "standing_by": standing_by,
+        # The person's own earlier decision (another tab, a double send): "You", not their name.
+        "standing_is_mine": standing_by == request.user.get_username(),
         "task_id": task_id,
         "revision": revision,
     }

@@ -265,3 +265,23 @@ def test_the_explorer_shows_the_why_of_each_decision_and_notes_in_words(
     expect(note).to_contain_text("CSV export")
     expect(note).to_contain_text(f"filter: kind = submission.receipt, person = {operator.username}")
     expect(note).not_to_contain_text("{")
+
+
+def test_a_wrong_filter_is_named_and_the_explorer_asks_no_command_of_its_reader(
+    page: Page,
+    orbit_server: DaphneServer,
+    people: dict[str, TestPerson],
+    history: dict[str, Any],
+) -> None:
+    """Issue 30: a task filter of "XYZ-not-hex" answered "No entry matches" (the field's error
+    was never swapped in), and the explorer told a person in a browser to run
+    ``manage.py audit verify``."""
+    sign_in(page, orbit_server, people["auditor"])
+    page.goto(f"{orbit_server.url}/audit")
+    expect(page.locator("main")).not_to_contain_text("manage.py")
+    page.fill("#id_task_id", "XYZ-not-hex")
+    page.locator("form.filters button[type=submit]").click()
+    errors = page.locator("#filter-errors")
+    expect(errors).to_contain_text("Nothing was searched")
+    expect(errors).to_contain_text("Task id: A task id, or its first characters: lowercase")
+    expect(page.locator("#results")).not_to_contain_text("No entry matches")

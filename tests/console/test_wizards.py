@@ -158,9 +158,14 @@ BIG_RESULT = '"' + "x" * (256 * 1024 - 1) + '"'  # 256 KiB + 1 byte of JSON text
         ({"result": '{"confirmed": tru'}, "result", "This is not valid JSON"),
         ({"result": "null"}, "result", "The result must not be null."),
         ({"result": BIG_RESULT}, "result", "The result is larger than 256 KiB."),
-        ({"reason": "   \n\t "}, "reason", "must not be blank"),
+        # Issue 30: the rules speak in the voice of "This field is required.".
+        ({"reason": "   \n\t "}, "reason", "This field must not be blank."),
         ({"reason": "r" * 1025}, "reason", "at most 1024 characters"),
-        ({"evidence_ref": "evidence: with spaces"}, "evidence_ref", "must not contain whitespace"),
+        (
+            {"evidence_ref": "evidence: with spaces"},
+            "evidence_ref",
+            "This field must not contain whitespace.",
+        ),
         ({"evidence_ref": ""}, "evidence_ref", "This field is required."),
     ],
     ids=["invalid-json", "null", "over-256KiB", "blank-reason", "long-reason", "spaces", "empty"],
@@ -212,8 +217,8 @@ def test_the_decide_steps_mistakes_are_explained_in_the_readers_language_C10(
         }
         answer = wizard_post(reader, f"/tasks/{task_id}/review", page.text, list(values.items()))
     assert answer.status_code == 400
-    assert field_errors(answer.text, "reason") == ["不能为空白"]
-    assert field_errors(answer.text, "evidence_ref") == ["不能包含空白字符"]
+    assert field_errors(answer.text, "reason") == ["这个字段不能为空白。"]
+    assert field_errors(answer.text, "evidence_ref") == ["这个字段不能包含空白字符。"]
     [json_error] = field_errors(answer.text, "result")
     assert "此处应有逗号分隔符" in json_error and "Expecting" not in json_error
 

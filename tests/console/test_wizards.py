@@ -2,8 +2,10 @@
 body posted, the durable submission, races and permissions (RV, RT, C9, C10, AU6)."""
 
 import hashlib
+import json
 import re
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -675,3 +677,26 @@ def test_person_without_a_credential_gets_the_no_credential_page(
             assert page.status_code == 403, path
             assert "You have no Orbit credential yet" in text_of(page.text), path
             assert "manage.py console user" in text_of(page.text), path
+
+
+def test_a_form_error_is_an_answer_not_a_warning_in_the_log(
+    unchanged_world: tuple[dict[str, Any], Console], orbit_server: DaphneServer
+) -> None:
+    """Issue 30: every form error logged a WARNING line ("Bad Request: ..."), so the demo's
+    terminal and an operator's alerts filled with people's typing mistakes."""
+    world, operator = unchanged_world
+    task_id = world["tasks"]["needs_review"]
+    page = to_decide(operator, task_id, "review")
+    before = len(orbit_server.log_text())
+    values = {"outcome": "SUCCEEDED", "result": "{}", "reason": "   ", "evidence_ref": "e:1"}
+    answer = wizard_post(operator, f"/tasks/{task_id}/review", page.text, list(values.items()))
+    assert answer.status_code == 400
+    deadline = time.monotonic() + 5
+    mentioned: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not mentioned:
+        lines = orbit_server.log_text()[before:].splitlines()
+        records = [json.loads(line) for line in lines if line.startswith("{")]
+        mentioned = [r for r in records if task_id in str(r.get("message", ""))]
+        time.sleep(0.1)
+    assert mentioned, "the answer is logged (at INFO)"
+    assert [r["level"] for r in mentioned] == ["INFO"], mentioned

@@ -1,6 +1,7 @@
 """What every console view needs: the person, a client acting as them, and rendering that
 is safe to call from async views."""
 
+import logging
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -16,6 +17,8 @@ from orbit_console.console.views.drafts import remember_owner, sign_in_again
 from orbit_console.ops.sessions import touch
 from orbit_console.people.access import require_task_access
 from orbit_console.people.person import Person, load_person, orbit_client
+
+_answers = logging.getLogger("orbit_console.console.answers")
 
 AsyncView = Callable[..., Any]  # async views; django-stubs types views as sync only
 
@@ -98,7 +101,20 @@ async def arender(
 ) -> HttpResponse:
     """``render`` from an async view: templates read the session (messages, CSRF) and may touch
     the database, which Django only allows from sync code."""
-    return await sync_to_async(render)(request, template, context, status=status)
+    response = await sync_to_async(render)(request, template, context, status=status)
+    if 400 <= status < 500:
+        # A page that answers a person's input with what to correct (a form's errors, a
+        # decision no longer possible) is the console working, not a fault: Django would log
+        # every such answer as a WARNING line; it is an INFO line instead (issue 30).
+        _answers.info(
+            "Answered with corrections: %s %s (%s)",
+            request.method,
+            request.path,
+            status,
+            extra={"status_code": status},
+        )
+        response._has_been_logged = True  # type: ignore[attr-defined] # django.utils.log
+    return response
 
 
 async def task_client(request: HttpRequest, task_id: str) -> OrbitClient:

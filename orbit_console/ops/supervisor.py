@@ -3,8 +3,13 @@
 ``manage.py serve`` keeps its web workers with it and ``manage.py demo`` its server and
 reconciler. A child that exits on its own is started again at once, or after a pause that
 doubles while it keeps dying within seconds of its start (1 s up to 30 s), so a child that
-cannot start does not spin. SIGTERM or SIGINT stops everything: the children get SIGTERM, and
-SIGKILL if they are still there after ``stop_timeout`` seconds.
+cannot start does not spin. SIGTERM, SIGINT or SIGHUP stops everything: the children get
+SIGTERM, and SIGKILL if they are still there after ``stop_timeout`` seconds.
+
+Each child runs in a process group of its own: Ctrl-C in a terminal signals the foreground
+group, which is then the supervisor alone, so the children are stopped by it, in order, rather
+than each printing its own KeyboardInterrupt traceback (issue 30). A second Ctrl-C while they
+stop changes nothing.
 """
 
 import logging
@@ -55,12 +60,13 @@ class Supervisor:
         self.cwd = cwd
         self.stop_timeout = stop_timeout
         self.poll_seconds = poll_seconds
+        self._stopping = False
 
     def run(self) -> None:
         """Run until SIGTERM or SIGINT, then stop every child."""
         previous = {
             signum: signal.signal(signum, self._on_signal)
-            for signum in (signal.SIGTERM, signal.SIGINT)
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
         }
         try:
             for child in self.children:
@@ -76,12 +82,19 @@ class Supervisor:
                 signal.signal(signum, handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping:
+            return  # stopping already: a second Ctrl-C must not interrupt it
+        self._stopping = True
         raise _Stop
 
     def _start(self, child: Child) -> None:
         # Fixed argument lists built by our own commands: nothing untrusted.
         child.process = subprocess.Popen(  # noqa: S603
-            list(child.argv), env=self.env, cwd=self.cwd, pass_fds=child.pass_fds
+            list(child.argv),
+            env=self.env,
+            cwd=self.cwd,
+            pass_fds=child.pass_fds,
+            process_group=0,
         )
         child.started_at = time.monotonic()
         child.restart_at = None
@@ -105,6 +118,7 @@ class Supervisor:
             child.restart_at = now + pause
 
     def stop(self) -> None:
+        self._stopping = True
         running = [c.process for c in self.children if c.process and c.process.poll() is None]
         for process in running:
             process.terminate()

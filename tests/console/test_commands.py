@@ -3,6 +3,7 @@ console user`` (people, roles, credentials) and ``manage.py demo`` (the README's
 command, on a fresh SQLite database)."""
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -244,3 +245,51 @@ def test_the_documented_console_user_commands_work_as_written_against_the_demo(
     assert listed.returncode == 0, listed.stderr
     held = json.loads(listed.stdout.strip().splitlines()[-1])
     assert held["sup2"] == held["aud2"] == held["operator"], held
+
+
+def test_the_demo_prints_its_people_last_and_stops_on_ctrl_c_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """Issue 30: the demo's table of people scrolled away under the checkpoint job's lines, and
+    Ctrl-C (SIGINT to the terminal's whole foreground group) printed a traceback per child."""
+    port = free_port()
+    checkpoints = tmp_path / "checkpoints"
+    env = child_env(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        ORBIT_AUDIT_CHECKPOINT_DIR=str(checkpoints),
+    )
+    env.pop("REDIS_URL", None)
+    output = tmp_path / "demo.out"
+    with output.open("w") as out:
+        demo = subprocess.Popen(
+            [sys.executable, "manage.py", "demo", "--port", str(port)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group, as a terminal's foreground job is
+        )
+    try:
+        wait_live(f"http://127.0.0.1:{port}", demo)
+        deadline = time.monotonic() + 60
+        while not (checkpoints / "00000001.json").exists() or "ready at" not in (
+            output.read_text()
+        ):
+            assert time.monotonic() < deadline, output.read_text()
+            time.sleep(0.2)
+        printed = output.read_text()
+        assert "checkpoint 1 written" not in printed, printed
+        last = printed[printed.rindex("ready at") :]
+        assert re.findall(r"^\s+(\w+)\s+password", last, re.MULTILINE) == [
+            "operator",
+            "supervisor",
+            "auditor",
+        ], printed
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C
+        code = demo.wait(timeout=60)
+    printed = output.read_text()
+    assert code == 0, printed
+    assert "Traceback" not in printed and "KeyboardInterrupt" not in printed, printed
+    assert printed.rstrip().endswith("Orbit Console demo stopped."), printed
+    assert_port_closed(port)

@@ -71,6 +71,8 @@ class Command(BaseCommand):
         commands.add_parser("public-key", help="print the signing keys' public keys")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # ``-v 0``: no line per checkpoint written (the demo's terminal shows its people).
+        self.verbosity = options["verbosity"]
         if options["command"] == "verify":
             self._verify()
         elif options["command"] == "public-key":
@@ -115,7 +117,7 @@ class Command(BaseCommand):
             written = checkpoints.write(force=force, new_series=new_series, complete=complete)
         except checkpoints.CheckpointError as error:
             raise CommandError(str(error)) from None
-        if written is not None:
+        if written is not None and self.verbosity:
             moved = sum(len(heads) for heads in written.heads.values())
             self.stdout.write(
                 f"checkpoint {written.number} written to {written.path} "

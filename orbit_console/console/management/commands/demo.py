@@ -13,7 +13,9 @@ import logging
 import os
 import secrets
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            self._run(options)
+        except KeyboardInterrupt:
+            # Ctrl-C before the children run (while migrating or seeding): a line, no traceback.
+            self.stdout.write("\nOrbit Console demo stopped.")
+
+    def _run(self, options: dict[str, Any]) -> None:
         if not settings.ORBIT_API_EMBEDDED:
             raise CommandError("the demo runs on the embedded recovery API: unset ORBIT_API_URL")
         call_command("migrate", interactive=False, verbosity=0)
@@ -59,12 +68,32 @@ class Command(BaseCommand):
             + ("(new demo world)" if created else "(existing demo world)")
             + f"\n  open {url}/ and sign in as:\n"
         )
+        self._print_people(passwords)
+        if not options["no_serve"]:
+            # What the children print while they start would scroll the people away: they are
+            # printed again, last, once the console answers.
+            threading.Thread(target=self._people_again, args=(url, passwords), daemon=True).start()
+            self._serve(options["host"], options["port"], namespace_id)
+
+    def _print_people(self, passwords: dict[str, str]) -> None:
         for name, password in passwords.items():
             roles = ", ".join(sorted(PEOPLE[name]))
             self.stdout.write(f"    {name:<11} password {password}   ({roles})")
         self.stdout.write("\n  Ctrl-C stops the demo.\n")
-        if not options["no_serve"]:
-            self._serve(options["host"], options["port"], namespace_id)
+
+    def _people_again(self, url: str, passwords: dict[str, str]) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{url}/health/live", timeout=2):  # noqa: S310 -- our own http URL
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            return
+        time.sleep(1)  # the children's first lines come with the first answer
+        self.stdout.write(f"\nOrbit Console demo ready at {url}/ — sign in as:\n")
+        self._print_people(passwords)
 
     def _world(self) -> tuple[str, bool]:
         from orbit_console.ledger.models import Namespace
@@ -126,7 +155,7 @@ class Command(BaseCommand):
         children = [
             Child("server", [*manage, "serve", *address]),
             Child("reconciler", [*manage, "reconcile"]),
-            Child("checkpointer", [*manage, "audit", "checkpoint", "--every"]),
+            Child("checkpointer", [*manage, "audit", "-v", "0", "checkpoint", "--every"]),
             # A stand-in for Orbit's workers: retries' new tasks run, so that their follow-ups
             # reach an end (docs/events.md).
             Child("worker", [*manage, "orbit", "work", "--namespace", namespace_id]),

@@ -29,3 +29,63 @@ def test_a_field_in_error_is_described_by_its_error(
         "Give a business key or its start, not both."
     )
     expect(field).to_have_accessible_description("Give a business key or its start, not both.")
+
+
+def test_queue_times_are_relative_with_the_exact_time_on_hover_and_stay_current(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    page.clock.install()
+    sign_in(page, orbit_server, people["operator"])
+    page.goto(f"{orbit_server.url}/")
+    row = page.locator("tr", has=page.locator(f"a[href='/tasks/{world['tasks']['failed']}']"))
+    updated = row.locator("time[data-relative]")
+    expect(updated).to_have_text("now")
+    assert (updated.get_attribute("datetime") or "").endswith("Z")
+    assert "UTC" in (updated.get_attribute("title") or "")
+    # No reload: the page's own clock moves on and the text follows within 30 s.
+    page.clock.fast_forward("07:00")
+    expect(updated).to_have_text("7 minutes ago")
+
+
+def test_relative_times_speak_the_pages_language(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    page.context.set_extra_http_headers({"Accept-Language": "zh-Hans"})
+    page.clock.install()
+    sign_in(page, orbit_server, people["operator"])
+    page.goto(f"{orbit_server.url}/")
+    page.clock.fast_forward("03:00:00")
+    expect(page.locator("time[data-relative]").first).to_have_text("3小时前")
+
+
+def test_ids_have_a_copy_button_that_says_copied(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    task_id = world["tasks"]["failed"]
+    sign_in(page, orbit_server, people["operator"])
+    page.goto(f"{orbit_server.url}/")
+    button = page.get_by_role("button", name=f"Copy task id {task_id}")
+    expect(button).to_have_text("Copy")
+    button.click()
+    expect(button).to_have_text("Copied")
+    expect(page.get_by_role("status")).to_have_text("Copied")
+    assert page.evaluate("() => navigator.clipboard.readText()") == task_id
+    # The task page offers the same for its id.
+    page.goto(f"{orbit_server.url}/tasks/{task_id}")
+    page.get_by_role("button", name=f"Copy task id {task_id}").click()
+    assert page.evaluate("() => navigator.clipboard.readText()") == task_id
+
+
+def test_a_browser_that_prefers_dark_gets_the_dark_theme(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    sign_in(page, orbit_server, people["operator"])
+    page.goto(f"{orbit_server.url}/")
+    light = page.evaluate("() => getComputedStyle(document.documentElement).backgroundColor")
+    assert light == "rgb(255, 255, 255)"
+    page.emulate_media(color_scheme="dark")
+    dark = page.evaluate("() => getComputedStyle(document.documentElement).backgroundColor")
+    assert dark == "rgb(13, 17, 23)"
+    ink = page.evaluate("() => getComputedStyle(document.body).color")
+    assert ink == "rgb(230, 237, 243)"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from orbit_console.lib.ids import new_id
 from tests.browser.conftest import sign_in
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
@@ -89,3 +90,36 @@ def test_a_browser_that_prefers_dark_gets_the_dark_theme(
     assert dark == "rgb(13, 17, 23)"
     ink = page.evaluate("() => getComputedStyle(document.body).color")
     assert ink == "rgb(230, 237, 243)"
+
+
+def test_find_a_task_by_id_from_the_queue(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    task_id = world["tasks"]["needs_review_2"]
+    sign_in(page, orbit_server, people["auditor"])
+    page.goto(f"{orbit_server.url}/")
+    box = page.get_by_role("textbox", name="Find a task by id")
+    # Pasted as people paste: capitals and spaces around it.
+    box.fill(f"  {task_id.upper()} ")
+    page.get_by_role("button", name="Open task").click()
+    expect(page).to_have_url(f"{orbit_server.url}/tasks/{task_id}")
+
+    page.goto(f"{orbit_server.url}/")
+    box.fill("not-an-id")
+    page.get_by_role("button", name="Open task").click()
+    expect(box).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#id_find_error")).to_contain_text("is not one")
+
+    # Another namespace's task reads as absent: the same words as for no task at all.
+    from orbit_console.ledger.seed import seed_world
+
+    elsewhere = seed_world(label="elsewhere")["tasks"]["needs_review"]
+    for missing in (new_id(), elsewhere):
+        page.goto(f"{orbit_server.url}/")
+        box.fill(missing)
+        page.get_by_role("button", name="Open task").click()
+        expect(page.locator("#id_find_error")).to_contain_text(
+            f"No task {missing} that you may read"
+        )
+        expect(box).to_have_value(missing)
+        expect(page.locator("h1")).to_have_text("Work queue")

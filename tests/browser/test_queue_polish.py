@@ -3,6 +3,7 @@ find a task by id, sort, a total count, "Newer" beside "Older", relative times w
 time on hover, copy buttons on ids, readable names, a dark theme, and field errors a screen
 reader is told about."""
 
+import json
 from typing import Any
 
 import pytest
@@ -123,3 +124,39 @@ def test_find_a_task_by_id_from_the_queue(
         )
         expect(box).to_have_value(missing)
         expect(page.locator("h1")).to_have_text("Work queue")
+
+
+def test_namespaces_and_platform_actors_go_by_readable_names(
+    page: Page, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """CONSOLE_NAMESPACE_NAMES and CONSOLE_ACTOR_NAMES name what the platform knows by id: the
+    task page shows the names, the ids beside them; the queue's namespace choice too."""
+    from orbit_console.ledger.lifecycle import actor_id_for
+
+    namespace_id = world["namespace_id"]
+    worker = actor_id_for(namespace_id, "worker-1")
+    named = DaphneServer(
+        "orbit-named",
+        env={
+            "CONSOLE_NAMESPACE_NAMES": json.dumps({namespace_id: "Payments (EU)"}),
+            "CONSOLE_ACTOR_NAMES": json.dumps({worker: "Nightly worker"}),
+        },
+    ).start()
+    try:
+        sign_in(page, named, people["operator"])
+        page.goto(f"{named.url}/tasks/{world['tasks']['failed']}")
+        expect(page.locator("dd", has_text=namespace_id)).to_contain_text("Payments (EU)")
+        expect(page.locator("#timeline-entries")).to_contain_text("Nightly worker")
+    finally:
+        named.stop()
+
+
+def test_a_namespace_shows_the_name_the_api_gives_it(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    from orbit_console.ledger.models import Namespace
+
+    name = Namespace.objects.get(id=world["namespace_id"]).name
+    sign_in(page, orbit_server, people["operator"])
+    page.goto(f"{orbit_server.url}/tasks/{world['tasks']['failed']}")
+    expect(page.locator("dd", has_text=world["namespace_id"])).to_contain_text(name)

@@ -4,6 +4,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
@@ -75,6 +76,20 @@ def copy_button(value: str, kind: str = "") -> str:
         name,
         _("Copy"),
     )
+
+
+@register.simple_tag(takes_context=True)
+def namespace(context: template.Context, namespace_id: str) -> str:
+    """A namespace by its name, the id beside it: the deployment's name for it
+    (``CONSOLE_NAMESPACE_NAMES``), else the one the API gave the person's credential in it."""
+    name = settings.CONSOLE_NAMESPACE_NAMES.get(namespace_id, "")
+    person = getattr(context.get("request"), "person", None)
+    if not name and person is not None:
+        credential = person.credential_in(namespace_id)
+        name = credential.namespace_name if credential is not None else ""
+    if not name:
+        return format_html('<span class="mono">{}</span>', namespace_id)
+    return format_html('{} <span class="mono muted">{}</span>', name, namespace_id)
 
 
 @register.filter

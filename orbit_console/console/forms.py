@@ -82,6 +82,17 @@ class WorkQueueFilters(forms.Form):
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
     )
+    # The API's orders (docs/api.md "The task list"); empty: its default, newest created first.
+    order = forms.ChoiceField(
+        label=_("Sort"),
+        required=False,
+        choices=[
+            ("", _("Newest first")),
+            ("created_asc", _("Oldest first")),
+            ("updated_desc", _("Recently updated first")),
+            ("updated_asc", _("Least recently updated first")),
+        ],
+    )
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

@@ -4,6 +4,7 @@ time on hover, copy buttons on ids, readable names, a dark theme, and field erro
 reader is told about."""
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -160,3 +161,45 @@ def test_a_namespace_shows_the_name_the_api_gives_it(
     sign_in(page, orbit_server, people["operator"])
     page.goto(f"{orbit_server.url}/tasks/{world['tasks']['failed']}")
     expect(page.locator("dd", has_text=world["namespace_id"])).to_contain_text(name)
+
+
+def test_the_queue_counts_sorts_and_pages_both_ways(
+    page: Page, orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    from orbit_console.ledger.models import Task
+    from orbit_console.ledger.seed import seed_incident
+
+    seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=30, label="sort"
+    )
+    parked = Task.objects.filter(namespace_id=world["namespace_id"], state="NEEDS_REVIEW")
+    newest_first = [t.id for t in parked.order_by("-created_at", "-id")]
+    sign_in(page, orbit_server, people["operator"])
+    page.goto(f"{orbit_server.url}/")
+    review = page.locator("section[aria-labelledby=section-review]")
+    expect(review.locator("h2")).to_contain_text(f"{len(newest_first)} tasks")
+
+    def shown() -> list[str]:
+        return [
+            (link.get_attribute("href") or "").rsplit("/", 1)[-1]
+            for link in review.locator("tbody tr td.id-cell a").all()
+        ]
+
+    expect(review.locator("tbody tr")).to_have_count(25)
+    assert shown() == newest_first[:25]
+    expect(review.get_by_role("link", name="Newer")).to_have_count(0)
+    review.get_by_role("link", name="Older").click()
+    expect(review.locator("tbody tr")).to_have_count(len(newest_first) - 25)
+    assert shown() == newest_first[25:]
+    # "Newer" beside "Older": back to the page before, by its own cursor.
+    review.get_by_role("link", name="Newer").click()
+    expect(review.locator("tbody tr")).to_have_count(25)
+    assert shown() == newest_first[:25]
+
+    # Oldest first: the list turns round, and its next page holds newer tasks.
+    page.get_by_label("Sort").select_option(label="Oldest first")
+    expect(page).to_have_url(re.compile(r"order=created_asc"))
+    expect(review.locator("tbody tr").first).to_contain_text(newest_first[-1][:8])
+    assert shown() == newest_first[::-1][:25]
+    expect(review.get_by_role("link", name="Newer")).to_be_visible()
+    expect(review.get_by_role("link", name="Older")).to_have_count(0)

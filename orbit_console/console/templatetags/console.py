@@ -6,7 +6,7 @@ from typing import Any
 from django import template
 from django.conf import settings
 from django.utils import timezone
-from django.utils.formats import date_format
+from django.utils.formats import date_format, number_format
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext as _
@@ -90,6 +90,12 @@ def namespace(context: template.Context, namespace_id: str) -> str:
     if not name:
         return format_html('<span class="mono">{}</span>', namespace_id)
     return format_html('{} <span class="mono muted">{}</span>', name, namespace_id)
+
+
+@register.filter
+def grouped(value: int) -> str:
+    """A count with the language's digit grouping: 1,234."""
+    return number_format(value, force_grouping=True)
 
 
 @register.filter

@@ -39,6 +39,9 @@ class Section:
     cursor: str | None
     first_url: str
     next_url: str | None
+    prev_url: str | None
+    # Oldest first ("…_asc"): the next page holds newer tasks, the one before older ones.
+    ascending: bool
 
 
 def _page_url(request: HttpRequest, key: str | None = None, cursor: str | None = None) -> str:
@@ -104,6 +107,8 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
                     updated_before=values.get("updated_before"),
                     limit=PAGE_SIZE,
                     cursor=request.GET.get(f"cursor_{key}") or None,
+                    order=values.get("order") or None,
+                    count=True,
                 )
                 for key, _title, states in layout
             )
@@ -117,6 +122,9 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
             cursor=request.GET.get(f"cursor_{key}"),
             first_url=_page_url(request),
             next_url=_page_url(request, key, page.next_cursor) if page.next_cursor else None,
+            # Back to the first page: its own URL, without a cursor (the same page, plainly).
+            prev_url=_page_url(request, key, page.prev_cursor) if page.prev_cursor else None,
+            ascending=(values.get("order") or "").endswith("_asc"),
         )
         for (key, title, states), page in zip(layout, pages, strict=True)
     ]

@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 from django.utils.translation import gettext_lazy as _
 
-from orbit_console.lib.env import env_bool, env_int, env_list, env_str
+from orbit_console.lib.env import env_bool, env_int, env_list, env_names, env_str
 from orbit_console.lib.localsecret import local_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -455,6 +455,13 @@ ORBIT_EVENTS_MAX_FRAME_BYTES = env_int("ORBIT_EVENTS_MAX_FRAME_BYTES", 64 * 1024
 # stream's retention, by default; a page still reads the task when shown.
 CONSOLE_FOLLOW_HOURS = env_int("CONSOLE_FOLLOW_HOURS", 7 * 24, minimum=1)
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
+
+# Readable names (docs/console.md "Names instead of ids"): JSON objects of namespace ids and of
+# platform actor ids (workers, schedulers, services: actors that are no console person) to the
+# names the pages show beside the id. A namespace without one shows the name the API gives its
+# credential (GET /v1/credential), a console person's actor id always shows the person.
+CONSOLE_NAMESPACE_NAMES = env_names("CONSOLE_NAMESPACE_NAMES")
+CONSOLE_ACTOR_NAMES = env_names("CONSOLE_ACTOR_NAMES")
 
 # --- The live timeline ----------------------------------------------------------------------
 # A socket re-checks the person's access to the task against the API this often, and never

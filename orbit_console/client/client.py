@@ -144,10 +144,13 @@ class OrbitClient:
         error: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        order: str | None = None,
+        count: bool | None = None,
     ) -> Page[TaskSummary]:
         """ListTasks. ``updated_after`` (inclusive) and ``updated_before`` (exclusive) must be
         aware datetimes; they are sent in UTC. ``business_key`` and ``business_key_prefix``
-        exclude each other (the API answers 400)."""
+        exclude each other (the API answers 400). ``order``: one of the API's (created_desc
+        by default); ``count``: ask for the page's total (capped, docs/api.md)."""
         params = _params(
             state=",".join(states) or None,
             queue_id=queue_id,
@@ -159,6 +162,8 @@ class OrbitClient:
             error=error,
             limit=limit,
             cursor=cursor,
+            order=order,
+            count="true" if count else None,
         )
 
         def read(data: Any, meta: Meta) -> Page[TaskSummary]:

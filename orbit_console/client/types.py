@@ -452,14 +452,22 @@ def _plain(value: Any) -> Any:
 class Page[T]:
     items: list[T]
     next_cursor: str | None
+    # The task list's (docs/api.md): the page before this one, and the count when asked for.
+    prev_cursor: str | None = None
+    total: int | None = None
+    total_exact: bool = True
 
     @classmethod
     def from_json(cls, data: Any, build: Callable[[Any, str], T]) -> "Page[T]":
         fields = Fields(data, "page")
         items = fields.array("items")
+        total_exact = fields.optional_boolean("total_exact")
         return cls(
             items=[build(item, f"items[{index}]") for index, item in enumerate(items)],
             next_cursor=fields.optional_text("next_cursor"),
+            prev_cursor=fields.optional_text("prev_cursor"),
+            total=fields.integer("total") if fields.has("total") else None,
+            total_exact=True if total_exact is None else total_exact,
         )
 
 

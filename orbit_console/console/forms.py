@@ -4,6 +4,7 @@ Each field is checked with the recovery API's own limits (``lib.recovery_rules``
 mistake is explained inline, next to the field, before anything is sent.
 """
 
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +28,29 @@ from orbit_console.lib.recovery_rules import (
 from orbit_console.lib.rfc3339 import MAX_YEAR, MIN_YEAR
 
 TASK_STATES = ["NEEDS_REVIEW", "FAILED", "CANCELLED", "WAITING", "RUNNING", "SUCCEEDED"]
+
+
+class FindTask(forms.Form):
+    """The work queue's "find a task by id" box: the whole id as the copy buttons copy it. A
+    pasted id keeps working with spaces, capitals, dashes (a UUID's) or the task page's URL."""
+
+    find = forms.CharField(
+        label=_("Find a task by id"),
+        max_length=300,
+        help_text=_("The whole id, 32 characters: the Copy button beside an id copies it."),
+    )
+
+    def clean_find(self) -> str:
+        text = self.cleaned_data["find"].strip()
+        text = text.rstrip("/").rsplit("/", 1)[-1]  # a pasted task page URL
+        candidate = text.replace("-", "").replace(" ", "").lower()
+        if not re.fullmatch(r"[0-9a-f]{32}", candidate):
+            raise forms.ValidationError(
+                _("A task id is 32 hexadecimal characters; “%(text)s” is not one."),
+                params={"text": text[:40]},
+                code="invalid",
+            )
+        return candidate
 
 
 class WorkQueueFilters(forms.Form):
@@ -57,6 +81,17 @@ class WorkQueueFilters(forms.Form):
         label=_("Updated before"),
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    # The API's orders (docs/api.md "The task list"); empty: its default, newest created first.
+    order = forms.ChoiceField(
+        label=_("Sort"),
+        required=False,
+        choices=[
+            ("", _("Newest first")),
+            ("created_asc", _("Oldest first")),
+            ("updated_desc", _("Recently updated first")),
+            ("updated_asc", _("Least recently updated first")),
+        ],
     )
 
     def clean(self) -> dict[str, Any]:

@@ -190,6 +190,11 @@ class Task(models.Model):
                 fields=["namespace_id", "state", "created_at", "id"], name="task_ns_state_created"
             ),
             models.Index(fields=["namespace_id", "business_key"], name="task_ns_business_key"),
+            # The task list by last update (selectors.TASK_ORDERS), at any depth as by creation.
+            models.Index(fields=["namespace_id", "updated_at", "id"], name="task_ns_updated"),
+            models.Index(
+                fields=["namespace_id", "state", "updated_at", "id"], name="task_ns_state_updated"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -146,6 +146,31 @@ def operation_of_task(task: Task, audit_id: str) -> OperationAudit:
     return record
 
 
+# The task list's orders (docs/api.md "The task list"): by creation or last update, newest or
+# oldest first; ties broken by id in the same direction.
+TASK_ORDERS = {
+    "created_desc": ("created_at", True),
+    "created_asc": ("created_at", False),
+    "updated_desc": ("updated_at", True),
+    "updated_asc": ("updated_at", False),
+}
+DEFAULT_TASK_ORDER = "created_desc"
+# A total is counted up to this many tasks; past it the list says "more than" (bounded cost).
+TASK_COUNT_CAP = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    """A page of the task list: its tasks, the cursors to the pages after and before it in the
+    list's order, and (when asked) how many tasks match, exactly or at least."""
+
+    tasks: list[Task]
+    next_cursor: str | None
+    prev_cursor: str | None
+    total: int | None = None
+    total_exact: bool = True
+
+
 @dataclass(frozen=True, slots=True)
 class TaskFilters:
     states: tuple[str, ...] = ()
@@ -156,6 +181,7 @@ class TaskFilters:
     updated_after: datetime | None = None
     updated_before: datetime | None = None
     error: str | None = None
+    order: str = DEFAULT_TASK_ORDER
 
     def binding_subject(self) -> str:
         """The filters a cursor is bound to, as JSON: unambiguous whatever the texts hold (a
@@ -165,8 +191,12 @@ class TaskFilters:
         def time(value: datetime | None) -> str | None:
             return None if value is None else value.astimezone(UTC).isoformat()
 
+        # The default order binds as it always did: a cursor issued before orders existed
+        # still reads on.
+        ordered = [] if self.order == DEFAULT_TASK_ORDER else [self.order]
         return json.dumps(
             [
+                *ordered,
                 list(self.states),
                 self.queue_id,
                 self.handler,
@@ -243,9 +273,15 @@ def _has_attempt_error_containing(text: str) -> Q:
 
 
 def tasks_page(
-    credential: Credential, filters: TaskFilters, *, limit: int, cursor: str | None
-) -> tuple[list[Task], str | None]:
-    """The task list of a credential's scope, newest first, filtered."""
+    credential: Credential,
+    filters: TaskFilters,
+    *,
+    limit: int,
+    cursor: str | None,
+    count: bool = False,
+) -> TaskPage:
+    """The task list of a credential's scope, filtered, in ``filters.order``: the page after
+    or before the cursor (a cursor says which way it reads)."""
     tasks = Task.objects.filter(namespace_id=credential.namespace_id)
     scope = queue_scope(credential)
     if scope is not None:
@@ -267,7 +303,80 @@ def tasks_page(
     if filters.error:
         tasks = tasks.filter(_has_attempt_error_containing(filters.error))
     binding = CursorBinding("tasks", credential.namespace_id, filters.binding_subject())
-    return _page(tasks, binding, cursor, limit)
+    page = _keyset_page(tasks, binding, cursor, limit, TASK_ORDERS[filters.order])
+    if not count:
+        return page
+    # SELECT COUNT(*) over at most the cap plus one rows: past the cap, "more than".
+    counted = tasks.order_by()[: TASK_COUNT_CAP + 1].count()
+    return TaskPage(
+        page.tasks,
+        page.next_cursor,
+        page.prev_cursor,
+        total=min(counted, TASK_COUNT_CAP),
+        total_exact=counted <= TASK_COUNT_CAP,
+    )
+
+
+def _keyset_page(
+    rows: QuerySet[Task],
+    binding: CursorBinding,
+    cursor: str | None,
+    limit: int,
+    order: tuple[str, bool],
+) -> TaskPage:
+    """A keyset page both ways. A cursor is ``[way, time, id]``: "next" reads on after the
+    row in the list's order, "prev" reads back before it (``[time, id]``, a cursor of before
+    orders existed, reads on). Reading back to the list's start gives its first page."""
+    field, descending = order
+
+    def beyond(time: datetime, row_id: str, *, forward: bool) -> Q:
+        down = descending == forward  # rows with smaller keys
+        op = "lt" if down else "gt"
+        return Q(**{f"{field}__{op}": time}) | Q(**{field: time, f"id__{op}": row_id})
+
+    def ordered(qs: QuerySet[Task], *, forward: bool) -> QuerySet[Task]:
+        down = descending == forward
+        return qs.order_by(f"-{field}", "-id") if down else qs.order_by(field, "id")
+
+    def encode(way: str, task: Task) -> str:
+        return encode_cursor(binding, [way, getattr(task, field).isoformat(), task.id])
+
+    def read(qs: QuerySet[Task], *, forward: bool) -> tuple[list[Task], bool]:
+        # The page's keys first, then its rows by primary key (see ``_page``: MariaDB).
+        keys = list(ordered(qs, forward=forward).values_list("id", flat=True)[: limit + 1])
+        by_id = Task.objects.in_bulk(keys[:limit])
+        return [by_id[key] for key in keys[:limit] if key in by_id], len(keys) > limit
+
+    way = "next"
+    if cursor is not None:
+        position = decode_cursor(binding, cursor)
+        if len(position) == 2:
+            position = ["next", *position]
+        if len(position) != 3 or position[0] not in ("next", "prev"):
+            raise InvalidArgument("cursor: is not a cursor this server issued", field="cursor")
+        way, time, row_id = position
+        try:
+            at = datetime.fromisoformat(time)
+        except (TypeError, ValueError):
+            raise InvalidArgument(
+                "cursor: is not a cursor this server issued", field="cursor"
+            ) from None
+        if way == "prev":
+            before, more = read(rows.filter(beyond(at, row_id, forward=False)), forward=False)
+            if more and before:
+                before.reverse()
+                return TaskPage(before, encode("next", before[-1]), encode("prev", before[0]))
+            cursor = None  # back at the start: the first page, whole
+        else:
+            rows = rows.filter(beyond(at, row_id, forward=True))
+    page, more = read(rows, forward=True)
+    if not page:
+        return TaskPage(page, None, None)
+    return TaskPage(
+        page,
+        encode("next", page[-1]) if more else None,
+        encode("prev", page[0]) if cursor is not None else None,
+    )
 
 
 def attempts_page(

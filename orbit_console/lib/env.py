@@ -5,7 +5,9 @@ Each helper returns the default when the variable is unset or empty and raises
 that a bad deployment fails at start-up rather than at the first request.
 """
 
+import json
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -47,3 +49,26 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if not value:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def env_names(name: str) -> dict[str, str]:
+    """A JSON object of ids (32 lowercase hex) to the names people read instead, e.g.
+    ``{"0a1b…": "Payments (EU)"}``; unset, an empty one."""
+    value = env_str(name)
+    if not value:
+        return {}
+    try:
+        names = json.loads(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a JSON object of id to name") from None
+    if not isinstance(names, dict) or not all(
+        isinstance(key, str) and _ID.fullmatch(key) and isinstance(text, str) and text.strip()
+        for key, text in names.items()
+    ):
+        raise ImproperlyConfigured(
+            f"{name} must map ids (32 lowercase hexadecimal characters) to non-empty names"
+        )
+    return {key: text.strip() for key, text in names.items()}

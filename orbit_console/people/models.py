@@ -41,7 +41,9 @@ class OrbitCredential(models.Model):
 
     @property
     def namespace_label(self) -> str:
-        return self.namespace_name or self.namespace_id
+        """The deployment's name for the namespace, else the API's, else its id."""
+        configured = settings.CONSOLE_NAMESPACE_NAMES.get(self.namespace_id, "")
+        return configured or self.namespace_name or self.namespace_id
 
     @property
     def queue_scope(self) -> frozenset[str]:

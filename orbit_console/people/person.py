@@ -200,7 +200,13 @@ async def actor_names(actor_ids: set[str]) -> dict[str, str]:
                 _names.update(found)
                 now = time.monotonic()
                 _unknown.update((actor_id, now) for actor_id in missing if actor_id not in found)
-    return {actor_id: _names[actor_id] for actor_id in actor_ids if actor_id in _names}
+    # A platform actor (a worker, a scheduler) is no console person: the deployment may name it.
+    configured = settings.CONSOLE_ACTOR_NAMES
+    return {
+        actor_id: _names.get(actor_id) or configured[actor_id]
+        for actor_id in actor_ids
+        if actor_id in _names or actor_id in configured
+    }
 
 
 def _missing(actor_ids: set[str]) -> list[str]:

@@ -22,6 +22,79 @@
     });
     document.querySelectorAll("[data-max-chars]").forEach(countCharacters);
     document.querySelectorAll("button[data-copy]").forEach(copyButton);
+    refreshRelativeTimes();
+    // Every 30 s, and for what htmx or a socket brings in later: "3 minutes ago" stays true.
+    window.setInterval(refreshRelativeTimes, 30000);
+    document.body.addEventListener("htmx:afterSettle", refreshRelativeTimes);
+    document.body.addEventListener("htmx:wsAfterMessage", refreshRelativeTimes);
+  });
+
+  // --- Relative times (templatetags/console.py "ago"): the text says how long ago, in the
+  // page's language; the exact local and UTC times stay in the title. ---
+  var UNITS = [
+    ["year", 365 * 86400], ["month", 30 * 86400], ["week", 7 * 86400],
+    ["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]
+  ];
+  var relativeFormat = null;
+  function relativeText(date) {
+    if (!relativeFormat) {
+      relativeFormat = new Intl.RelativeTimeFormat(document.documentElement.lang || undefined, { numeric: "auto" });
+    }
+    var seconds = (date.getTime() - Date.now()) / 1000;
+    var size = Math.abs(seconds);
+    if (size < 45) { return relativeFormat.format(0, "second"); }
+    for (var i = 0; i < UNITS.length; i++) {
+      if (size >= UNITS[i][1] || UNITS[i][0] === "second") {
+        return relativeFormat.format(Math.trunc(seconds / UNITS[i][1]), UNITS[i][0]);
+      }
+    }
+    return "";
+  }
+  function refreshRelativeTimes() {
+    if (!window.Intl || !Intl.RelativeTimeFormat) { return; } // the server's text stays
+    document.querySelectorAll("time[data-relative][datetime]").forEach(function (time) {
+      var date = new Date(time.getAttribute("datetime"));
+      if (isNaN(date.getTime())) { return; }
+      var text = relativeText(date);
+      if (time.textContent !== text) { time.textContent = text; }
+    });
+  }
+
+  // --- Copy buttons on ids (templatetags/console.py "copy_button"): the clipboard, then a
+  // visible "Copied" on the button and the same word in a polite live region. ---
+  var copyStatus = null;
+  function announce(text) {
+    if (!copyStatus) {
+      copyStatus = document.createElement("p");
+      copyStatus.className = "visually-hidden";
+      copyStatus.setAttribute("role", "status");
+      document.body.appendChild(copyStatus);
+    }
+    copyStatus.textContent = "";
+    window.setTimeout(function () { copyStatus.textContent = text; }, 50);
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button[data-copy-text]");
+    if (!button) { return; }
+    var copied = function () {
+      if (!button.dataset.label) { button.dataset.label = button.textContent; }
+      button.textContent = button.dataset.copied;
+      button.classList.add("done");
+      announce(button.dataset.copied);
+      clearTimeout(button.orbitCopied);
+      button.orbitCopied = window.setTimeout(function () {
+        button.textContent = button.dataset.label;
+        button.classList.remove("done");
+      }, 2000);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(button.dataset.copyText).then(copied, function () {
+        window.prompt(button.getAttribute("aria-label"), button.dataset.copyText);
+      });
+    } else {
+      // No clipboard open to the page (plain HTTP away from localhost): show it to copy by hand.
+      window.prompt(button.getAttribute("aria-label"), button.dataset.copyText);
+    }
   });
 
   // A button that copies the text of the element it names (data-copy); where the clipboard is

@@ -9,7 +9,7 @@ the explorer, a wizard's steps and the error pages."""
 import gettext
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
@@ -164,6 +164,7 @@ def problems_of(page: Page, language: str = "en") -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("role", ["operator", "supervisor", "auditor"])
 def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
     page: Page,
@@ -173,9 +174,13 @@ def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
     history: dict[str, Any],
     batch_pages: list[str],
     role: str,
+    scheme: Literal["light", "dark"],
 ) -> None:
+    """In the light theme and in the dark one a browser that prefers it gets (issue 30): axe
+    checks the colours' contrast in both."""
     history = {**history, "batch_pages": batch_pages}
     page.set_viewport_size(PHONE)
+    page.emulate_media(color_scheme=scheme)
     problems: dict[str, list[str]] = {}
     for language in ("en", "zh-Hans"):
         page.context.set_extra_http_headers({"Accept-Language": language})

@@ -278,7 +278,8 @@ def test_task_page_shows_every_field_and_exact_pretty_json(
     for label, value in [
         ("State", "SUCCEEDED"),
         ("Revision", "4"),
-        ("Namespace", world["namespace_id"]),
+        # Its name first, then its id (issue 30: readable names).
+        ("Namespace", f"test namespace {world['namespace_id']}"),
         ("Queue", world["queue_id"]),
         ("Handler", "object.prepare v1"),
         ("Payload version", "v1"),

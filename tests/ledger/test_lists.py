@@ -1042,3 +1042,69 @@ def test_retry_successor_starts_without_attempts_RT5(
 ) -> None:
     child_id = retry(api, world).json()["data"]["task"]["id"]
     assert attempts(api, child_id, admin(world)).json()["data"] == {"items": []}
+
+
+# --- Orders, pages back and the total (issue 30) ----------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["created_desc", "created_asc", "updated_desc", "updated_asc"])
+def test_task_list_orders_by_creation_or_update_either_way(
+    api: httpx.Client, world: dict[str, Any], order: str
+) -> None:
+    # Updated in another order than created: the two orders must differ.
+    rows = list(Task.objects.filter(namespace_id=world["namespace_id"]).order_by("created_at"))
+    base = datetime(2021, 1, 1, tzinfo=UTC)
+    for index, task in enumerate(rows):
+        Task.objects.filter(id=task.id).update(updated_at=base + timedelta(minutes=-index))
+    field, way = order.split("_")
+    rows = Task.objects.filter(namespace_id=world["namespace_id"]).values_list(f"{field}_at", "id")
+    expected = [task_id for _, task_id in sorted(rows, reverse=way == "desc")]
+
+    items = walk(api, "/v1/tasks", admin(world), {"limit": 3, "order": order})
+
+    assert [item["id"] for item in items] == expected
+
+
+def test_task_list_reads_back_with_prev_cursor(api: httpx.Client, world: dict[str, Any]) -> None:
+    token = admin(world)
+    first = tasks(api, token, {"limit": 3}).json()["data"]
+    assert "prev_cursor" not in first
+    second = tasks(api, token, {"limit": 3, "cursor": first["next_cursor"]}).json()["data"]
+    third = tasks(api, token, {"limit": 3, "cursor": second["next_cursor"]}).json()["data"]
+
+    back = tasks(api, token, {"limit": 3, "cursor": third["prev_cursor"]}).json()["data"]
+    assert back["items"] == second["items"]
+    again = tasks(api, token, {"limit": 3, "cursor": back["prev_cursor"]}).json()["data"]
+    assert again["items"] == first["items"]
+    assert "prev_cursor" not in again
+    assert again["next_cursor"] == first["next_cursor"]
+
+
+def test_task_list_cursor_belongs_to_its_order(api: httpx.Client, world: dict[str, Any]) -> None:
+    token = admin(world)
+    cursor = tasks(api, token, {"limit": 1, "order": "updated_asc"}).json()["data"]["next_cursor"]
+    response = tasks(api, token, {"limit": 1, "cursor": cursor})
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "cursor"
+    assert (
+        tasks(api, token, {"limit": 1, "order": "updated_asc", "cursor": cursor}).status_code == 200
+    )
+
+
+def test_task_list_counts_its_matches_when_asked(api: httpx.Client, world: dict[str, Any]) -> None:
+    token = admin(world)
+    data = tasks(api, token, {"limit": 1, "state": "FAILED", "count": "true"}).json()["data"]
+    failed = Task.objects.filter(namespace_id=world["namespace_id"], state="FAILED").count()
+    assert (data["total"], data["total_exact"]) == (failed, True)
+    assert "total" not in tasks(api, token, {"limit": 1}).json()["data"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("order", "newest"), ("order", "CREATED_DESC"), ("count", "yes")]
+)
+def test_task_list_refuses_an_unknown_order_or_count(
+    api: httpx.Client, world: dict[str, Any], name: str, value: str
+) -> None:
+    response = tasks(api, admin(world), {name: value})
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == name

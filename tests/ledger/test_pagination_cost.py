@@ -225,7 +225,7 @@ def test_deep_task_list_page_costs_what_the_first_costs(
     def deep() -> Any:
         return selectors.tasks_page(credential, everything, limit=LIMIT, cursor=cursor)
 
-    tasks, _ = deep()
+    tasks = deep().tasks
     expected = Task.objects.filter(namespace_id=credential.namespace_id).order_by(
         "-created_at", "-id"
     )
@@ -247,7 +247,7 @@ def test_deep_task_list_page_of_one_state_costs_what_the_first_costs(
     def deep() -> Any:
         return selectors.tasks_page(credential, failed, limit=LIMIT, cursor=cursor)
 
-    tasks, _ = deep()
+    tasks = deep().tasks
     assert len(tasks) == LIMIT
     assert {t.state for t in tasks} == {TaskState.FAILED}
     assert_same_cost(first, [deep], "task_ns_state_created")
@@ -301,7 +301,7 @@ def test_deep_task_list_page_of_an_attempt_error_costs_what_the_first_costs(
     def deep() -> Any:
         return selectors.tasks_page(credential, broker, limit=LIMIT, cursor=cursor)
 
-    tasks, _ = deep()
+    tasks = deep().tasks
     assert len(tasks) == LIMIT
     if connection.vendor == "sqlite":
         for page in (first, deep):
@@ -316,3 +316,99 @@ def test_deep_task_list_page_of_an_attempt_error_costs_what_the_first_costs(
     first_cost = rows_read(first)
     assert first_cost <= 8 * LIMIT, (first_cost, attempts)
     assert rows_read(deep) <= 2 * first_cost + 10
+
+
+@pytest.mark.parametrize(
+    ("order", "index"),
+    [("updated_desc", "task_ns_updated"), ("updated_asc", "task_ns_updated")],
+)
+@pytest.mark.parametrize("depth", [LIMIT, ROWS // 2])
+def test_deep_task_list_page_by_last_update_costs_what_the_first_costs(
+    deep_world: dict[str, Any], live_db: None, depth: int, order: str, index: str
+) -> None:
+    """Issue 30: the work queue sorts by last update, newest or oldest first; keyset still."""
+    credential = admin_credential(deep_world)
+    filters = selectors.TaskFilters(order=order)
+    descending = order.endswith("_desc")
+    expected = Task.objects.filter(namespace_id=credential.namespace_id).order_by(
+        *(("-updated_at", "-id") if descending else ("updated_at", "id"))
+    )
+    last = expected[depth - 1]
+    binding = selectors.CursorBinding("tasks", credential.namespace_id, filters.binding_subject())
+    cursor = selectors.encode_cursor(binding, ["next", last.updated_at.isoformat(), last.id])
+
+    def first() -> Any:
+        return selectors.tasks_page(credential, filters, limit=LIMIT, cursor=None)
+
+    def deep() -> Any:
+        return selectors.tasks_page(credential, filters, limit=LIMIT, cursor=cursor)
+
+    tasks = deep().tasks
+    assert [t.id for t in tasks] == [t.id for t in expected[depth : depth + LIMIT]]
+    assert_same_cost(first, [deep], index)
+
+
+@pytest.mark.parametrize("depth", [3 * LIMIT, ROWS // 2])
+def test_a_page_back_is_the_page_before_and_costs_what_the_first_costs(
+    deep_world: dict[str, Any], live_db: None, depth: int
+) -> None:
+    """Issue 30: "Newer" beside "Older": prev_cursor reads back, keyset, to the page before."""
+    credential = admin_credential(deep_world)
+    everything = selectors.TaskFilters()
+    expected = Task.objects.filter(namespace_id=credential.namespace_id).order_by(
+        "-created_at", "-id"
+    )
+    page = selectors.tasks_page(
+        credential, everything, limit=LIMIT, cursor=tasks_cursor_at(credential, everything, depth)
+    )
+    assert [t.id for t in page.tasks] == [t.id for t in expected[depth : depth + LIMIT]]
+    assert page.prev_cursor is not None
+    back = page.prev_cursor
+
+    def first() -> Any:
+        return selectors.tasks_page(credential, everything, limit=LIMIT, cursor=None)
+
+    def before() -> Any:
+        return selectors.tasks_page(credential, everything, limit=LIMIT, cursor=back)
+
+    previous = before()
+    assert [t.id for t in previous.tasks] == [t.id for t in expected[depth - LIMIT : depth]]
+    assert previous.prev_cursor is not None and previous.next_cursor is not None
+    again = selectors.tasks_page(credential, everything, limit=LIMIT, cursor=previous.next_cursor)
+    assert [t.id for t in again.tasks] == [t.id for t in page.tasks]
+    assert_same_cost(first, [before], "task_ns_created")
+
+
+def test_reading_back_to_the_start_gives_the_whole_first_page(
+    deep_world: dict[str, Any], live_db: None
+) -> None:
+    credential = admin_credential(deep_world)
+    everything = selectors.TaskFilters()
+    first = selectors.tasks_page(credential, everything, limit=LIMIT, cursor=None)
+    assert first.prev_cursor is None
+    # Five tasks in: the page before holds only five; the list gives its whole first page.
+    page = selectors.tasks_page(
+        credential, everything, limit=LIMIT, cursor=tasks_cursor_at(credential, everything, 5)
+    )
+    assert page.prev_cursor is not None
+    back = selectors.tasks_page(credential, everything, limit=LIMIT, cursor=page.prev_cursor)
+    assert [t.id for t in back.tasks] == [t.id for t in first.tasks]
+    assert back.prev_cursor is None
+    assert back.next_cursor == first.next_cursor
+
+
+def test_the_total_is_counted_to_a_cap(
+    deep_world: dict[str, Any], live_db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30: a total count of bounded cost: past the cap it is "at least"."""
+    credential = admin_credential(deep_world)
+    failed = selectors.TaskFilters(states=(TaskState.FAILED,))
+    exact = Task.objects.filter(namespace_id=credential.namespace_id, state=TaskState.FAILED)
+    page = selectors.tasks_page(credential, failed, limit=LIMIT, cursor=None, count=True)
+    assert (page.total, page.total_exact) == (exact.count(), True)
+    monkeypatch.setattr(selectors, "TASK_COUNT_CAP", 100)
+    with CaptureQueriesContext(connection) as captured:
+        page = selectors.tasks_page(credential, failed, limit=LIMIT, cursor=None, count=True)
+    assert (page.total, page.total_exact) == (100, False)
+    counts = [q["sql"] for q in captured.captured_queries if "COUNT(" in q["sql"]]
+    assert len(counts) == 1 and "LIMIT 101" in counts[0], counts

@@ -4,9 +4,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.utils import timezone
-from django.utils.formats import date_format
+from django.utils.formats import date_format, number_format
 from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext as _
 
 from orbit_console.console import explorer
@@ -28,6 +30,73 @@ def when(value: datetime | None) -> str:
         utc.replace("T", " ").replace("Z", " UTC"),
         date_format(timezone.localtime(value), "Y-m-d H:i:s T"),
     )
+
+
+@register.simple_tag
+def ago(value: datetime | None) -> str:
+    """A time relative to now ("3 minutes ago", "in 5 hours"), the exact local and UTC times on
+    hover. static/js/console.js rewrites the text in the page's language and keeps it current
+    (every 30 s); this server text is what a page without script shows."""
+    if value is None:
+        return format_html('<span class="muted">{}</span>', "—")
+    utc = format_utc(value)
+    exact_utc = utc.replace("T", " ").replace("Z", " UTC")
+    local = date_format(timezone.localtime(value), "Y-m-d H:i:s T")
+    now = timezone.now()
+    if value <= now:
+        text = _("%(time)s ago") % {"time": timesince(value, now, depth=1)}
+    else:
+        text = _("in %(time)s") % {"time": timeuntil(value, now, depth=1)}
+    return format_html(
+        '<time datetime="{}" title="{}" data-relative>{}</time>',
+        utc,
+        local if local.endswith("UTC") else f"{local} ({exact_utc})",
+        text,
+    )
+
+
+@register.simple_tag
+def copy_button(value: str, kind: str = "") -> str:
+    """A button that copies ``value`` (an id) to the clipboard and says "Copied" where it was
+    pressed (static/js/console.js). Its accessible name says what it copies: the visible
+    "Copy" first (WCAG's label in name), then which id."""
+    labels = {
+        "task": _("Copy task id %(value)s"),
+        "submission": _("Copy submission id %(value)s"),
+        "proposal": _("Copy proposal id %(value)s"),
+        "operation": _("Copy audit id %(value)s"),
+        "batch": _("Copy batch id %(value)s"),
+    }
+    name = labels.get(kind, _("Copy %(value)s")) % {"value": value}
+    return format_html(
+        '<button type="button" class="copy" data-copy-text="{}" data-copied="{}" aria-label="{}"'
+        ' title="{}">{}</button>',
+        value,
+        _("Copied"),
+        name,
+        name,
+        _("Copy"),
+    )
+
+
+@register.simple_tag(takes_context=True)
+def namespace(context: template.Context, namespace_id: str) -> str:
+    """A namespace by its name, the id beside it: the deployment's name for it
+    (``CONSOLE_NAMESPACE_NAMES``), else the one the API gave the person's credential in it."""
+    name = settings.CONSOLE_NAMESPACE_NAMES.get(namespace_id, "")
+    person = getattr(context.get("request"), "person", None)
+    if not name and person is not None:
+        credential = person.credential_in(namespace_id)
+        name = credential.namespace_name if credential is not None else ""
+    if not name:
+        return format_html('<span class="mono">{}</span>', namespace_id)
+    return format_html('{} <span class="mono muted">{}</span>', name, namespace_id)
+
+
+@register.filter
+def grouped(value: int) -> str:
+    """A count with the language's digit grouping: 1,234."""
+    return number_format(value, force_grouping=True)
 
 
 @register.filter

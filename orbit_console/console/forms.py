@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 from django import forms
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from orbit_console.decisions.models import EVENT_LABELS, SubmissionState
 from orbit_console.lib import strictjson
@@ -251,6 +252,75 @@ class RetryVerifyForm(forms.Form):
             "be safe to do again, and its new id is not a business identity."
         ),
     )
+
+
+class BatchReviewVerifyForm(forms.Form):
+    """A review batch's verify step: the single review's checklist, for every task at once
+    (issue 30: the decide step opens only after it, as for one task)."""
+
+    checked_sample = forms.BooleanField(
+        label=_(
+            "I opened tasks of the sample: their execution history, outcomes and errors are "
+            "what the incident explains."
+        ),
+    )
+    checked_left_out = forms.BooleanField(
+        label=_("I read why the others are left out, and none of them belongs in this decision."),
+    )
+    checked_external = forms.BooleanField(
+        label=_("I checked the external systems and records these tasks act on."),
+    )
+    checked_lease = ReviewVerifyForm.base_fields["checked_lease"]
+
+
+class BatchRetryVerifyForm(forms.Form):
+    """A retry batch's verify step: the single retry's checklist, for every task at once."""
+
+    checked_sample = BatchReviewVerifyForm.base_fields["checked_sample"]
+    checked_left_out = BatchReviewVerifyForm.base_fields["checked_left_out"]
+    checked_external = forms.BooleanField(
+        label=_("I checked that every earlier execution has ended and left nothing half done."),
+    )
+    checked_business_key = forms.BooleanField(
+        label=_(
+            "I understand that each new task keeps its business key: the work must be safe to "
+            "do again for every one of these tasks."
+        ),
+    )
+
+
+class BatchConfirmForm(forms.Form):
+    """A batch's confirm step: the number of tasks typed back, and the confirmation ticked.
+    A mistake is told at its field; nothing typed or ticked is cleared (issue 30)."""
+
+    count = forms.IntegerField(
+        label=_("Type the number of tasks to be sent"),
+        min_value=0,
+        widget=forms.TextInput(attrs={"inputmode": "numeric", "autocomplete": "off"}),
+        error_messages={"invalid": _("Type a whole number.")},
+    )
+    confirm = forms.BooleanField(
+        label=_(
+            "I have checked the selection and the decision, and the evidence supports it for "
+            "every one of these tasks."
+        ),
+        error_messages={"required": _("Tick the confirmation to send the batch.")},
+    )
+
+    def __init__(self, *args: Any, eligible: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.eligible = eligible
+        self.fields["count"].help_text = ngettext(
+            "%(count)s task is eligible.", "%(count)s tasks are eligible.", eligible
+        ) % {"count": eligible}
+
+    def clean_count(self) -> int:
+        typed: int = self.cleaned_data["count"]
+        if typed != self.eligible:
+            raise forms.ValidationError(
+                _("Type the number of tasks to be sent: %(count)s.") % {"count": self.eligible}
+            )
+        return typed
 
 
 DURATION_UNITS = {"s": 1_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -213,6 +213,73 @@ class ResultTooLarge(ProposalRefused):
     field = "result"
 
 
+def batch_verify(batch: Batch, *, person: User) -> Batch:
+    """The verify step's checklist, ticked by the batch's author (``batch.verified``): as for a
+    single task, the decide step opens only after it. A batch with no eligible task has nothing
+    to verify: it can only be discarded."""
+    with transaction.atomic():
+        locked = _locked(batch.id)
+        _require_author(locked, person)
+        _require(locked, BatchState.DRAFT)
+        _require_eligible(locked)
+        if locked.verified_at is None:
+            now = timezone.now()
+            locked.verified_at = now
+            locked.save(update_fields=["verified_at"])
+            record_event("batch.verified", batch=locked, actor=person, now=now)
+    return locked
+
+
+def _require_eligible(batch: Batch) -> None:
+    if not eligible_items(batch).exists():
+        raise ProposalRefused(
+            _("No task of this batch is eligible: there is nothing to decide. Discard it.")
+        )
+
+
+def batch_discard(*, batch_id: str, person: User) -> Batch:
+    """Its author gives up a batch that was never sent: a draft, or a proposal that no
+    supervisor has approved yet (an approval already given would be thrown away behind the
+    approver's back: they reject it instead). Recorded (``batch.discarded``); a discarded
+    batch can no longer be decided, approved or started, and leaves the approvals queue."""
+    with transaction.atomic():
+        batch = _locked(batch_id)
+        if person.pk != batch.created_by_id:
+            raise ProposalRefused(_("Only the person who selected this batch can discard it."))
+        _require(batch, BatchState.DRAFT, BatchState.PROPOSED)
+        if batch.approvals.exists():
+            raise ProposalRefused(
+                _("A supervisor has already approved it: it can no longer be discarded.")
+            )
+        now = timezone.now()
+        was_proposed = batch.state == BatchState.PROPOSED
+        batch.state = BatchState.DISCARDED
+        batch.finished_at = now
+        batch.save(update_fields=["state", "finished_at"])
+        record_event("batch.discarded", batch=batch, actor=person, now=now)
+        if was_proposed:
+            _announce(batch)
+        publish_progress(batch.id)
+        return batch
+
+
+def count_change(batch: Batch) -> dict[str, int] | None:
+    """For a batch of "every task matching": how many tasks the offer counted, how many the
+    selection froze, and the difference (tasks that stopped matching the filter, or started to,
+    between the count and the freeze). ``None`` when nothing was counted (ticked rows)."""
+    selection = json.loads(batch.selection or "{}")
+    counted = selection.get("counted")
+    if not isinstance(counted, int) or isinstance(counted, bool) or counted < 0:
+        return None
+    frozen = batch.items.count()
+    return {
+        "counted": counted,
+        "frozen": frozen,
+        "stopped": max(counted - frozen, 0),
+        "started": max(frozen - counted, 0),
+    }
+
+
 def batch_decide(batch: Batch, *, person: User, decision: dict[str, Any]) -> Batch:
     """Keep the decide step's cleaned fields (a draft only; the confirm step follows). A
     result that the API would refuse for one of the tasks, once filled in, is not kept."""
@@ -220,6 +287,9 @@ def batch_decide(batch: Batch, *, person: User, decision: dict[str, Any]) -> Bat
         locked = _locked(batch.id)
         _require_author(locked, person)
         _require(locked, BatchState.DRAFT)
+        _require_eligible(locked)
+        if locked.verified_at is None:
+            raise ProposalRefused(_("Go through the verify checklist first."))
         _refuse_too_large(locked, decision)
         locked.decision = json.dumps(decision, sort_keys=True)
         locked.save(update_fields=["decision"])

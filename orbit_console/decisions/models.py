@@ -289,6 +289,8 @@ EVENT_LABELS = {
     "batch.cancelled": _("Batch cancelled: what was not sent will not be"),
     "batch.finished": _("Batch finished"),
     "batch.exported": _("Batch outcomes exported"),
+    "batch.verified": _("Batch verified: its author went through the checklist"),
+    "batch.discarded": _("Batch discarded by its author: never sent"),
     "submission.cancelled": _("Cancelled before it was sent"),
     "submission.followed": _("What the decision led to has ended"),
 }
@@ -378,6 +380,9 @@ class BatchState(models.TextChoices):
     PAUSED = "paused", _("Paused")
     CANCELLED = "cancelled", _("Cancelled")
     FINISHED = "finished", _("Finished")
+    # Its author gave it up before it was sent (a draft, or a proposal nobody approved yet):
+    # it can no longer be decided, approved or started (issue 30).
+    DISCARDED = "discarded", _("Discarded by its author: never sent")
 
 
 class ItemOutcome(models.TextChoices):
@@ -419,6 +424,8 @@ class Batch(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_note = models.TextField(blank=True)
+    # When its author ticked the verify checklist (the decide step opens only then).
+    verified_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # After a 429 the worker sends nothing of this batch before this moment (RT7).

@@ -846,6 +846,9 @@ def propose_batch(console: Console, task_ids: list[str]) -> str:
         "evidence_ref": "https://status.example/INC-29",
         "template": "on",
     }
+    checklist = ["checked_sample", "checked_left_out", "checked_external", "checked_lease"]
+    ticked = [("csrfmiddlewaretoken", token), *((name, "on") for name in checklist)]
+    console.post(f"/batches/{batch_id}/verify", ticked)
     console.post(f"/batches/{batch_id}/decide", [("csrfmiddlewaretoken", token), *decision.items()])
     count = str(len(task_ids))
     confirm = [("csrfmiddlewaretoken", token), ("count", count), ("confirm", "on")]
@@ -859,3 +862,57 @@ def batch_step(console: Console, batch_id: str, verb: str, **fields: str) -> htt
     answer = console.post(f"/batches/{batch_id}/{verb}", data)
     assert answer.status_code == 302, answer.status_code
     return answer
+
+
+def test_a_batch_proposal_nobody_approved_is_discarded_by_its_author_and_never_sent(
+    threshold_server: DaphneServer,
+    crew: dict[str, TestPerson],
+    world: dict[str, Any],
+) -> None:
+    """Issue 30: an abandoned batch could not be discarded. Its author discards it while no
+    supervisor has approved it: recorded, gone from the approvals queue, and no supervisor can
+    approve it after; once approved by one supervisor, it can no longer be discarded."""
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=4, label="abandon"
+    )
+    with (
+        signed_in(threshold_server.url, crew["operator"]) as operator,
+        signed_in(threshold_server.url, crew["supervisor"]) as first,
+        signed_in(threshold_server.url, crew["supervisor_2"]) as second,
+        httpx.Client(base_url=threshold_server.url, timeout=60) as api,
+    ):
+        abandoned = propose_batch(operator, incident[:2])
+        page = operator.get(f"/batches/{abandoned}").text
+        assert f'action="/batches/{abandoned}/discard"' in page
+        assert (
+            f'action="/batches/{abandoned}/discard"' not in first.get(f"/batches/{abandoned}").text
+        )
+        refused = first.post(
+            f"/batches/{abandoned}/discard", [("csrfmiddlewaretoken", first.csrf_token())]
+        )
+        assert refused.status_code == 403
+        batch_step(operator, abandoned, "discard")
+        batch = Batch.objects.get(id=abandoned)
+        assert batch.state == BatchState.DISCARDED
+        kinds = list(ConsoleEvent.objects.filter(batch=batch).values_list("kind", "actor_id"))
+        assert ("batch.discarded", crew["operator"].user.pk) in kinds
+        assert f'id="batch-{abandoned}"' not in first.get("/approvals").text
+        answer = batch_step(first, abandoned, "approve")
+        assert "that step is not open" in messages_of(first.get(answer.headers["location"]).text)
+        assert Approval.objects.filter(batch_id=abandoned).count() == 0
+        for task_id in incident[:2]:
+            assert_nothing_sent(api, world, task_id)
+
+        approved_once = propose_batch(operator, incident[2:])
+        batch_step(first, approved_once, "approve")
+        assert (
+            f'action="/batches/{approved_once}/discard"'
+            not in operator.get(f"/batches/{approved_once}").text
+        )
+        answer = batch_step(operator, approved_once, "discard")
+        assert "can no longer be discarded" in messages_of(
+            operator.get(answer.headers["location"]).text
+        )
+        assert Batch.objects.get(id=approved_once).state == BatchState.PROPOSED
+        batch_step(second, approved_once, "approve")
+        assert Batch.objects.get(id=approved_once).state == BatchState.RUNNING

@@ -63,6 +63,14 @@ def worker(batch_console: DaphneServer) -> Iterator[subprocess.Popen[bytes] | No
     process.wait(timeout=30)
 
 
+def tick_checklist(page: Page) -> None:
+    """The verify step's checklist, every box ticked: the decide step opens."""
+    for box in page.locator("#verify-form input[type=checkbox]").all():
+        box.check()
+    page.locator("#verify-form button[type=submit]").click()
+    expect(page.locator("#decide")).to_be_visible()
+
+
 def test_filter_select_all_propose_approve_watch_live_export(
     page: Page,
     other_page: Any,  # noqa: F811
@@ -83,6 +91,7 @@ def test_filter_select_all_propose_approve_watch_live_export(
     page.locator("#batch-form button[value=review]").click()
 
     expect(page.locator("#eligible-count")).to_contain_text(f"{COUNT} tasks are eligible")
+    tick_checklist(page)
     page.check("input[name=outcome][value=FAILED]")
     page.fill("#id_result", '{"lost": "{{business_key}}"}')
     page.check("input[name=template]")
@@ -172,3 +181,112 @@ def test_a_batchs_first_of_two_approvals_is_counted_live_on_another_supervisors_
     expect(row).to_contain_text("1 of 2 approvals")
     expect(page.locator(f"#proposal-rows tr#batch-{batch_id}")).to_have_count(1)
     assert not_reloaded(page)
+
+
+# --- Issue 30: a batch looks and behaves like the single wizard ---------------------------------
+
+
+def current_step(page: Page) -> Any:
+    return page.locator("#batch-steps li[aria-current=step]")
+
+
+def test_a_batch_walks_the_wizards_steps_and_a_mistake_keeps_what_was_typed(
+    page: Page,
+    batch_console: DaphneServer,
+    crew: dict[str, TestPerson],  # noqa: F811
+    world: dict[str, Any],
+) -> None:
+    """Step pills, primary buttons, the verify checklist before Decide; a wrong count is told at
+    its field, focused, with the count and the tick kept and the page not sent to its top;
+    before approval nothing is called settled or on its way; its author discards it."""
+    seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=3, label="walk"
+    )
+    server = batch_console
+    sign_in(page, server, crew["operator"])
+    page.goto(f"{server.url}/?business_key_prefix=walk:")
+    for box in page.locator("#results tbody input[name=task]").all():
+        box.check()
+    review = page.locator("#batch-form button[value=review]")
+    expect(review).to_have_class("primary")
+    review.click()
+
+    expect(current_step(page)).to_have_text("Verify")
+    expect(page.locator("#decide")).to_have_count(0)  # no decision before the checklist
+    next_button = page.locator("#verify-form button[type=submit]")
+    expect(next_button).to_have_class("primary")
+    tick_checklist(page)
+    expect(current_step(page)).to_have_text("Decide")
+    expect(page.locator("#batch-steps li.done")).to_have_text(["Verify"])
+    page.check("input[name=outcome][value=FAILED]")
+    page.fill("#id_result", '{"lost": true}')
+    page.fill("#id_reason", "Broker outage INC-30: none of these reached the store")
+    page.fill("#id_evidence_ref", "https://status.example/INC-30")
+    decide = page.locator("form[action$=decide] button[type=submit]")
+    expect(decide).to_have_class("primary")
+    decide.click()
+    expect(current_step(page)).to_have_text("Confirm")
+
+    count = page.locator("#id_count")
+    assert count.evaluate("e => getComputedStyle(e).borderRadius") != "0px"  # styled
+    count.fill("5")
+    page.check("#id_confirm")
+    page.get_by_role("button", name="Propose for approval").click()
+    error = page.locator("#id_count_error")
+    expect(error).to_have_text("Type the number of tasks to be sent: 3.")
+    expect(count).to_have_value("5")  # nothing typed is cleared
+    expect(page.locator("#id_confirm")).to_be_checked()  # nor ticked
+    expect(count).to_be_focused()
+    expect(count).to_have_attribute("aria-describedby", "id_count_helptext id_count_error")
+    assert page.evaluate("window.scrollY") > 0  # not sent to the top of the page
+    expect(count).to_be_in_viewport()
+
+    count.fill("3")
+    page.get_by_role("button", name="Propose for approval").click()
+    expect(page.locator("#batch-state")).to_have_text("Waiting for approval")
+    expect(current_step(page)).to_have_text("Approval")
+    progress = page.locator("#batch-progress")
+    expect(progress).to_contain_text("Nothing is sent before it is approved: then 3 tasks")
+    expect(progress).not_to_contain_text("settled")
+    expect(progress).not_to_contain_text("On their way")
+
+    page.get_by_role("button", name="Discard this batch").click()
+    expect(page.locator("#batch-discarded")).to_contain_text("nothing of this batch was sent")
+    expect(current_step(page)).to_have_count(0)
+    expect(page.get_by_role("button", name="Discard this batch")).to_have_count(0)
+
+
+@pytest.fixture(scope="module")
+def small_limit_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
+    server = start_server("browser-batch-limit", django_db_blocker, CONSOLE_BATCH_MAX_TASKS="2")
+    yield server
+    server.stop()
+
+
+def test_the_batch_bar_offers_only_the_batches_a_filter_can_make(
+    page: Page,
+    small_limit_console: DaphneServer,
+    crew: dict[str, TestPerson],  # noqa: F811
+    world: dict[str, Any],
+) -> None:
+    """Over the limit no batch button is offered, nor a retry for a NEEDS_REVIEW filter: the
+    reason is shown instead; the ticked rows get every button back."""
+    seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=3, label="limit"
+    )
+    server = small_limit_console
+    sign_in(page, server, crew["operator"])
+    page.goto(f"{server.url}/?state=NEEDS_REVIEW&business_key_prefix=limit:")
+    buttons = page.locator("#batch-buttons")
+    expect(buttons.locator("button")).to_have_count(2)
+    page.check("input[name=scope][value=all]")
+    expect(page.locator("#matching-count")).to_contain_text("more than 2 to review")
+    expect(buttons.locator("button")).to_have_count(0)
+    expect(buttons.locator("[data-not-offered=review]")).to_contain_text(
+        "a batch holds at most 2 tasks"
+    )
+    expect(buttons.locator("[data-not-offered=retry]")).to_contain_text(
+        "no task matching this filter can be retried"
+    )
+    page.check("input[name=scope][value=ticked]")
+    expect(buttons.locator("button")).to_have_count(2)

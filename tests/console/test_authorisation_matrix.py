@@ -178,6 +178,15 @@ ROUTES: dict[str, Route] = {
         "/batches/{batch}/cancel", {"POST": {"operator": 302, "supervisor": 302, "auditor": 403}}
     ),
     "console:batch_export": Route("/batches/{batch}/outcomes.csv", {"GET": every(200)}),
+    "console:batch_verify": Route(
+        "/batches/{batch}/verify",
+        # Nothing ticked: the author sees the boxes to tick (400); anyone else may not verify.
+        {"POST": {"operator": 400, "supervisor": 403, "auditor": 403}},
+    ),
+    # Last of the batch's routes: its author discards it (then every step is refused alike).
+    "console:batch_discard": Route(
+        "/batches/{batch}/discard", {"POST": {"operator": 302, "supervisor": 403, "auditor": 403}}
+    ),
     "timeline:older": Route("/tasks/{task}/timeline/older", {"GET": every(200)}),
     "timeline:latest": Route("/tasks/{task}/timeline/latest", {"GET": every(200)}),
 }

@@ -47,10 +47,28 @@ def send(console: Console, path: str, data: dict[str, Any]) -> httpx.Response:
     return console.post(path, pairs)
 
 
-def new_batch(console: Console, **data: Any) -> tuple[httpx.Response, Batch | None]:
+CHECKLIST = {
+    "review": ["checked_sample", "checked_left_out", "checked_external", "checked_lease"],
+    "retry": ["checked_sample", "checked_left_out", "checked_external", "checked_business_key"],
+}
+
+
+def verify(console: Console, batch: Batch) -> httpx.Response:
+    """The verify step's checklist, every box ticked."""
+    ticked = dict.fromkeys(CHECKLIST[batch.action], "on")
+    return send(console, f"/batches/{batch.id}/verify", ticked)
+
+
+def new_batch(
+    console: Console, *, verified: bool = True, **data: Any
+) -> tuple[httpx.Response, Batch | None]:
+    """A batch selected over the pages; ``verified``: and its checklist gone through, when it
+    has an eligible task."""
     before = set(Batch.objects.values_list("id", flat=True))
     answer = send(console, "/batches/new", data)
     created = Batch.objects.exclude(id__in=before).first()
+    if verified and created is not None and created.items.filter(ineligible="").exists():
+        verify(console, created)
     return answer, created
 
 
@@ -82,9 +100,8 @@ def test_ticked_rows_through_verify_decide_confirm_to_the_export(
 
         # The count typed back must be the eligible count.
         wrong = send(console, f"/batches/{batch.id}/confirm", {"count": "5", "confirm": "on"})
-        assert "Type the number of tasks to be sent: 4" in text_of(
-            console.get(wrong.headers["location"]).text
-        )
+        assert wrong.status_code == 400
+        assert "Type the number of tasks to be sent: 4" in text_of(wrong.text)
         batch.refresh_from_db()
         assert batch.state == BatchState.DRAFT
         send(console, f"/batches/{batch.id}/confirm", {"count": "4", "confirm": "on"})
@@ -124,7 +141,9 @@ def test_all_matching_takes_every_page_not_only_the_one_shown(
         assert 'id="batch-scope" hx-swap-oob="true"' in queue  # a new filter resets the choice
         assert 'name="business_key_prefix" value="inc-30:"' in queue
         counted = console.get("/batches/matching?business_key_prefix=inc-30:").text
-        assert text_of(counted) == "30 to review · 0 to retry"
+        assert text_of(element(counted, r'<span id="matching-count".*?</span>\n')) == (
+            "30 to review · 0 to retry"
+        )
         _, batch = new_batch(console, action="review", scope="all", business_key_prefix="inc-30:")
         assert batch is not None
         assert set(BatchItem.objects.filter(batch=batch).values_list("task_id", flat=True)) == set(
@@ -149,6 +168,10 @@ def test_over_the_limit_is_refused_and_nothing_is_stored(
             assert "at most 2 tasks" in console.get(answer.headers["location"]).text
             counted = console.get("/batches/matching?business_key_prefix=inc-3:").text
             assert "more than 2 to review: narrow the filter" in text_of(counted)
+            # Issue 30: over the limit, the batch button is not offered; the reason is.
+            buttons = element(counted, r'<span id="batch-buttons".*?</span>\s*</span>')
+            assert 'value="review"' not in buttons
+            assert "No review batch: a batch holds at most 2 tasks" in text_of(buttons)
     finally:
         server.stop()
 
@@ -243,3 +266,219 @@ def test_the_csv_export_defuses_formulas_and_every_export_is_recorded(
         (supervisor.user.pk, "jsonl"),
     ]
     assert all(r.namespace_id == world["namespace_id"] for r in records)
+
+
+# --- Issue 30: batches follow the single wizard's rules ------------------------------------------
+
+
+def test_a_needs_review_filter_offers_no_retry_and_builds_no_retry_batch(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """The offer counts only the tasks the action may take: "every task matching" a
+    NEEDS_REVIEW filter offers no retry (it used to offer "39 to retry", then build a batch of
+    0 eligible tasks)."""
+    seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=3, label="nr-only"
+    )
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        query = "state=NEEDS_REVIEW&business_key_prefix=nr-only:"
+        counted = console.get(f"/batches/matching?{query}").text
+        shown = text_of(element(counted, r'<span id="matching-count".*?</span>\n'))
+        assert shown == "3 to review · 0 to retry"
+        buttons = element(counted, r'<span id="batch-buttons".*?</span>\s*</span>')
+        assert 'value="review"' in buttons and 'value="retry"' not in buttons
+        assert "No retry batch: no task matching this filter can be retried." in text_of(buttons)
+        answer, batch = new_batch(
+            console,
+            action="retry",
+            scope="all",
+            state="NEEDS_REVIEW",
+            business_key_prefix="nr-only:",
+        )
+        assert batch is None and answer.status_code == 302
+        assert "No task matching this filter can take this action." in text_of(
+            console.get(answer.headers["location"]).text
+        )
+        # Ticked rows are the person's own choice: a retry batch of them says why it is empty.
+        ticked = console.get("/?state=NEEDS_REVIEW&business_key_prefix=nr-only:").text
+        assert 'value="retry" class="primary"' in ticked
+
+
+def test_a_batch_with_nothing_eligible_shows_no_decide_form_but_says_why(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    with signed_in(orbit_server.url, people["operator"]) as console:
+        _, batch = new_batch(
+            console, action="retry", scope="ticked", task=[world["tasks"]["needs_review"]]
+        )
+        assert batch is not None
+        page = console.get(f"/batches/{batch.id}").text
+        assert 'id="nothing-eligible"' in page
+        assert "No task of this batch is eligible: there is nothing to decide." in text_of(page)
+        assert "/decide" not in page and "/verify" not in page and "/confirm" not in page
+        assert f'action="/batches/{batch.id}/discard"' in page
+        refused = send(
+            console, f"/batches/{batch.id}/verify", dict.fromkeys(CHECKLIST["retry"], "on")
+        )
+        assert refused.status_code == 302
+        batch.refresh_from_db()
+        assert batch.verified_at is None
+
+
+def test_the_verify_checklist_comes_before_the_decision(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """As for a single task, the decide step opens only once the checklist is ticked: a
+    missing box is told at the box, the others stay ticked."""
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label="verify"
+    )
+    with signed_in(orbit_server.url, people["operator"]) as console:
+        _, batch = new_batch(console, verified=False, action="review", task=incident)
+        assert batch is not None
+        page = console.get(f"/batches/{batch.id}").text
+        assert 'id="verify-form"' in page and 'name="outcome"' not in page
+        assert '<li aria-current="step">Verify</li>' in page
+        # Deciding before verifying changes nothing.
+        send(console, f"/batches/{batch.id}/decide", REVIEW)
+        batch.refresh_from_db()
+        assert batch.decision == ""
+        some = dict.fromkeys(CHECKLIST["review"][:3], "on")
+        missing = send(console, f"/batches/{batch.id}/verify", some)
+        assert missing.status_code == 400
+        box = element(missing.text, r'<input type="checkbox" name="checked_lease"[^>]*>')
+        assert 'aria-describedby="id_checked_lease_error"' in box and "autofocus" in box
+        assert 'id="id_checked_lease_error"' in missing.text
+        kept = element(missing.text, r'<input type="checkbox" name="checked_sample"[^>]*>')
+        assert "checked" in kept
+        verify(console, batch)
+        batch.refresh_from_db()
+        assert batch.verified_at is not None
+        assert ConsoleEvent.objects.filter(batch=batch, kind="batch.verified").count() == 1
+        page = console.get(f"/batches/{batch.id}").text
+        assert 'name="outcome"' in page and 'id="verify-form"' not in page
+        assert '<li class="done">Verify</li>' in page
+        assert '<li aria-current="step">Decide</li>' in page
+
+
+def test_a_wrong_count_is_told_at_the_field_and_nothing_typed_is_cleared(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label="count"
+    )
+    with signed_in(orbit_server.url, people["operator"]) as console:
+        _, batch = new_batch(console, action="review", task=incident)
+        assert batch is not None
+        send(console, f"/batches/{batch.id}/decide", REVIEW)
+        wrong = send(console, f"/batches/{batch.id}/confirm", {"count": "3", "confirm": "on"})
+        assert wrong.status_code == 400
+        field = element(wrong.text, r'<input type="text" name="count"[^>]*>')
+        assert 'value="3"' in field and "autofocus" in field
+        assert 'aria-describedby="id_count_helptext id_count_error"' in field
+        error = element(wrong.text, r'<div class="errorlist" id="id_count_error".*?</div>')
+        assert "Type the number of tasks to be sent: 2." in text_of(error)
+        tick = element(wrong.text, r'<input type="checkbox" name="confirm"[^>]*>')
+        assert "checked" in tick
+        button = element(wrong.text, r'<button type="submit" class="primary">Send the batch')
+        assert button
+        batch.refresh_from_db()
+        assert batch.state == BatchState.DRAFT
+
+
+def test_a_draft_is_discarded_by_its_author_recorded_and_closed(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label="discard"
+    )
+    with (
+        signed_in(orbit_server.url, people["operator"]) as author,
+        signed_in(orbit_server.url, people["supervisor"]) as other,
+    ):
+        _, batch = new_batch(author, action="review", task=incident)
+        assert batch is not None
+        send(author, f"/batches/{batch.id}/decide", REVIEW)
+        assert (
+            other.post(
+                f"/batches/{batch.id}/discard", [("csrfmiddlewaretoken", other.csrf_token())]
+            ).status_code
+            == 403
+        )
+        answer = send(author, f"/batches/{batch.id}/discard", {})
+        assert answer.status_code == 302
+        batch.refresh_from_db()
+        assert batch.state == BatchState.DISCARDED and batch.finished_at is not None
+        [event] = ConsoleEvent.objects.filter(batch=batch, kind="batch.discarded")
+        assert event.actor_id == people["operator"].user.pk
+        page = author.get(f"/batches/{batch.id}").text
+        assert 'id="batch-discarded"' in page
+        assert "/confirm" not in page and "/discard" not in page and 'name="outcome"' not in page
+        # Nothing opens again: not the decision, not the confirmation.
+        send(author, f"/batches/{batch.id}/confirm", {"count": "2", "confirm": "on"})
+        batch.refresh_from_db()
+        assert batch.state == BatchState.DISCARDED
+
+
+def test_the_frozen_batch_explains_tasks_that_stopped_matching_after_the_count(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """ "305 counted, 303 frozen" used to go unexplained."""
+    from orbit_console.ledger.models import Task
+
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=5, label="drift"
+    )
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        counted = console.get("/batches/matching?business_key_prefix=drift:").text
+        hidden = element(
+            counted, r'<input type="hidden" form="batch-form" name="counted_review"[^>]*>'
+        )
+        assert 'value="5"' in hidden
+        # Between the count and the freeze, two tasks stop matching the filter.
+        Task.objects.filter(id__in=incident[:2]).update(business_key="elsewhere")
+        _, batch = new_batch(
+            console, action="review", scope="all", business_key_prefix="drift:", counted_review="5"
+        )
+        assert batch is not None and batch.items.count() == 3
+        page = console.get(f"/batches/{batch.id}").text
+        said = text_of(element(page, r'<p id="count-change">.*?</p>'))
+        assert said.startswith(
+            "5 counted, 3 frozen: 2 stopped matching the filter between the count and the freeze"
+        )
+
+
+def test_progress_before_approval_claims_nothing_settled_or_on_its_way(
+    orbit_server: DaphneServer,
+    world: dict[str, Any],
+    people: dict[str, TestPerson],
+    settings: Any,
+) -> None:
+    """ "1 of 6 settled · On their way 5" was shown while the batch still waited for approval;
+    the fragment (also pushed live) says what is true in each state."""
+    from django.template.loader import render_to_string
+
+    from orbit_console.console.views.batches import progress_context
+    from orbit_console.decisions import batches as batch_rules
+    from tests.approvals.conftest import required_policy
+
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=2, label="before"
+    )
+    with signed_in(orbit_server.url, people["operator"]) as console:
+        _, batch = new_batch(console, action="review", task=[*incident, world["tasks"]["failed"]])
+        assert batch is not None
+    send_decision = batch_rules.decision_fields(
+        "review",
+        {"outcome": "FAILED", "result": {"lost": True}, "reason": "r", "evidence_ref": "e:1"},
+    )
+    batch_rules.batch_decide(batch, person=people["operator"].user, decision=send_decision)
+    settings.CONSOLE_APPROVAL_POLICY = required_policy()
+    batch = batch_rules.batch_submit(batch, person=people["operator"].user, typed_count=2)
+    assert batch.state == BatchState.PROPOSED
+    shown = text_of(
+        render_to_string("console/partials/batch_progress.html", progress_context(batch))
+    )
+    assert "settled" not in shown and "On their way" not in shown
+    assert "Nothing is sent before it is approved: then 2 tasks will be sent." in shown
+    assert "1 task is left out (not eligible)." in shown

@@ -102,14 +102,26 @@ def needs_review_tasks(
     return ids
 
 
-def select(world: dict[str, Any], person: TestPerson, task_ids: list[str], action: str = "review"):  # type: ignore[no-untyped-def]
-    return batches.batch_create(
+def select(  # type: ignore[no-untyped-def]
+    world: dict[str, Any],
+    person: TestPerson,
+    task_ids: list[str],
+    action: str = "review",
+    *,
+    verified: bool = True,
+):
+    """A frozen selection; ``verified``: its author went through the checklist too (the
+    decide step opens only then), when it has anything eligible to verify."""
+    batch = batches.batch_create(
         action=action,
         created_by=person.user,
         namespace_id=world["namespace_id"],
         selection={"state": "NEEDS_REVIEW"},
         seen=read_tasks(person, task_ids),
     )
+    if verified and batches.eligible_items(batch).exists():
+        batch = batches.batch_verify(batch, person=person.user)
+    return batch
 
 
 def run_worker() -> None:
@@ -165,6 +177,7 @@ def test_a_batch_applies_one_review_per_eligible_task_exactly_once(
     events = ConsoleEvent.objects.filter(batch=batch).order_by("seq")
     assert [e.kind for e in events if e.kind.startswith("batch.")] == [
         "batch.selected",
+        "batch.verified",
         "batch.started",
         "batch.finished",
     ]
@@ -634,3 +647,63 @@ def test_the_migration_keeps_the_approver_of_batches_approved_before_as_an_appro
         "ok",
         now,
     )
+
+
+def test_deciding_needs_the_verify_checklist_and_an_eligible_task(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str]
+) -> None:
+    """Issue 30: as for a single task, no decision before the checklist; a batch with nothing
+    eligible has nothing to verify or decide."""
+    operator = people["operator"]
+    batch = select(world, operator, incident[:2], verified=False)
+    with pytest.raises(ProposalRefused, match="checklist"):
+        batches.batch_decide(batch, person=operator.user, decision=DECISION)
+    with pytest.raises(ProposalRefused, match="selected this batch"):
+        batches.batch_verify(batch, person=people["supervisor"].user)
+    batch = batches.batch_verify(batch, person=operator.user)
+    batches.batch_verify(batch, person=operator.user)  # once is recorded once
+    assert ConsoleEvent.objects.filter(batch=batch, kind="batch.verified").count() == 1
+    batches.batch_decide(batch, person=operator.user, decision=DECISION)
+
+    empty = select(world, operator, [world["tasks"]["failed"]], verified=False)
+    with pytest.raises(ProposalRefused, match="nothing to decide"):
+        batches.batch_verify(empty, person=operator.user)
+
+
+def test_only_its_author_discards_a_batch_never_sent_and_nothing_opens_after(
+    world: dict[str, Any], people: dict[str, TestPerson], incident: list[str], settings: Any
+) -> None:
+    settings.CONSOLE_APPROVAL_POLICY = required_policy()
+    operator, supervisor = people["operator"], people["supervisor"]
+    draft = select(world, operator, incident[:2])
+    with pytest.raises(ProposalRefused, match="Only the person"):
+        batches.batch_discard(batch_id=draft.id, person=supervisor.user)
+    discarded = batches.batch_discard(batch_id=draft.id, person=operator.user)
+    assert discarded.state == BatchState.DISCARDED and discarded.finished_at is not None
+    with pytest.raises(ProposalRefused):
+        batches.batch_decide(discarded, person=operator.user, decision=DECISION)
+    with pytest.raises(ProposalRefused):
+        batches.batch_discard(batch_id=draft.id, person=operator.user)
+
+    proposed = select(world, operator, incident[2:4])
+    batches.batch_decide(proposed, person=operator.user, decision=DECISION)
+    proposed = batches.batch_submit(proposed, person=operator.user, typed_count=2)
+    batches.batch_discard(batch_id=proposed.id, person=operator.user)
+    with pytest.raises(ProposalRefused, match="not open"):
+        batches.batch_approve(batch_id=proposed.id, approver=supervisor.user)
+    with pytest.raises(ProposalRefused, match="not open"):
+        batches.batch_reject(batch_id=proposed.id, supervisor=supervisor.user, reason="late")
+    assert not Submission.objects.filter(task_id__in=incident[:4]).exists()
+
+    settings.CONSOLE_APPROVAL_POLICY = {
+        action: {"required": False, "approvers": 1} for action in ("review", "retry")
+    }
+    started = select(world, operator, incident[4:])
+    batches.batch_decide(started, person=operator.user, decision=DECISION)
+    started = batches.batch_submit(started, person=operator.user, typed_count=2)
+    with pytest.raises(ProposalRefused, match="not open"):
+        batches.batch_discard(batch_id=started.id, person=operator.user)
+    kinds = ConsoleEvent.objects.filter(
+        batch_id__in=[draft.id, proposed.id], kind="batch.discarded"
+    )
+    assert kinds.count() == 2

@@ -60,17 +60,31 @@ def _person(request: HttpRequest) -> Person:
     return person
 
 
+def _action_states(action: str, values: dict[str, Any]) -> tuple[str, ...]:
+    """The states the filter selects that ``action`` may take: a filter on NEEDS_REVIEW offers
+    no retry (issue 30), and no filter takes every state the action may take."""
+    states = DEFAULT_STATES[action]
+    chosen = values.get("state")
+    return tuple(state for state in states if state == chosen) if chosen else states
+
+
 async def _matching(orbit: OrbitClient, action: str, values: dict[str, Any]) -> list[str]:
-    """Every task id the filter matches (all pages, not only the one shown), up to one past
-    the limit so that a selection too large is refused rather than cut."""
+    """Every task id the filter matches (all pages, not only the one shown) that is eligible
+    for ``action`` as far as the list tells (its state; for a retry, an effect that is not
+    uncertain: RV1, RT1), up to one past the limit so that a selection too large is refused
+    rather than cut. The freeze reads each task and says why any of them is left out."""
     limit = settings.CONSOLE_BATCH_MAX_TASKS
-    states = (values["state"],) if values.get("state") else DEFAULT_STATES[action]
+    states = _action_states(action, values)
+    if not states:
+        return []
     filters = {name: values.get(name) or None for name in FILTER_NAMES if name != "state"}
     found: list[str] = []
     cursor = None
     while len(found) <= limit:
         page = await orbit.list_tasks(states=states, limit=LIST_PAGE, cursor=cursor, **filters)
-        found.extend(task.id for task in page.items)
+        found.extend(
+            task.id for task in page.items if not (action == "retry" and task.effect_uncertain)
+        )
         cursor = page.next_cursor
         if not cursor:
             break
@@ -111,23 +125,30 @@ def _filtered(person: Person, data: QueryDict) -> tuple[dict[str, Any], OrbitCre
 @require_GET
 @console_view
 async def batch_matching(request: HttpRequest) -> HttpResponse:
-    """From the work queue's batch bar, before selecting: how many tasks "every task matching
-    this filter" would take, for each action the person may take (at most one past the limit
-    is counted: more is "over the limit")."""
+    """From the work queue's batch bar: how many tasks "every task matching this filter" would
+    take, for each action the person may take (at most one past the limit is counted: more is
+    "over the limit"), and the batch buttons that fit: none for an action with nothing to take
+    or too much, its reason shown instead. ``scope=ticked`` gives every button back."""
     person = _person(request)
     values, credential = _filtered(person, request.GET)
     actions = [action for action in DEFAULT_STATES if recovery_mode(person, action)]
     if not actions:
         raise PermissionDenied
-    async with orbit_client(credential) as orbit:
-        found = await asyncio.gather(*(_matching(orbit, a, values) for a in actions))
     limit = settings.CONSOLE_BATCH_MAX_TASKS
-    counts = [
-        {"action": action, "count": len(ids), "over": len(ids) > limit}
-        for action, ids in zip(actions, found, strict=True)
-    ]
+    counts: list[dict[str, Any]]
+    if request.GET.get("scope") == "ticked":
+        counts = [{"action": action, "count": None, "over": False} for action in actions]
+    else:
+        async with orbit_client(credential) as orbit:
+            found = await asyncio.gather(*(_matching(orbit, a, values) for a in actions))
+        counts = [
+            {"action": action, "count": len(ids), "over": len(ids) > limit}
+            for action, ids in zip(actions, found, strict=True)
+        ]
     return await arender(
-        request, "console/partials/batch_matching.html", {"counts": counts, "limit": limit}
+        request,
+        "console/partials/batch_matching.html",
+        {"counts": counts, "limit": limit, "ticked": request.GET.get("scope") == "ticked"},
     )
 
 
@@ -154,12 +175,19 @@ async def batch_new(request: HttpRequest) -> HttpResponse:
                 % {"limit": settings.CONSOLE_BATCH_MAX_TASKS},
             )
             return HttpResponseRedirect(back)
+        if everything and not task_ids:
+            messages.error(request, _("No task matching this filter can take this action."))
+            return HttpResponseRedirect(back)
         seen = await _read_all(orbit, task_ids)
     if not any(entry.task for entry in seen):
         messages.error(request, _("None of the selected tasks can be read with your credential."))
         return HttpResponseRedirect(back)
-    selection = {name: str(values.get(name) or "") for name in FILTER_NAMES}
+    selection: dict[str, Any] = {name: str(values.get(name) or "") for name in FILTER_NAMES}
     selection["scope"] = "all matching" if everything else "ticked rows"
+    counted = request.POST.get(f"counted_{action}", "")
+    if everything and counted.isdigit() and len(counted) <= 6:
+        # What the offer counted, so that the batch page explains any difference (issue 30).
+        selection["counted"] = int(counted)
     try:
         batch = await sync_to_async(batches.batch_create)(
             action=action,
@@ -207,6 +235,46 @@ def _decide_form(batch: Batch, request: HttpRequest, data: Any = None) -> Any:
     )
 
 
+def _verify_form(batch: Batch, data: Any = None) -> Any:
+    form_class = (
+        wizard_forms.BatchReviewVerifyForm
+        if batch.action == "review"
+        else wizard_forms.BatchRetryVerifyForm
+    )
+    return form_class(data)
+
+
+def _focus_first_error(form: Any) -> None:
+    """The keyboard (and the view) lands on the first field to fix, as in the single wizard:
+    the page is not left at its top."""
+    if form is None or not form.is_bound:
+        return
+    wrong = next((name for name in form.fields if name in form.errors), None)
+    if wrong is not None:
+        form.fields[wrong].widget.attrs["autofocus"] = True
+
+
+# The steps a batch goes through, and which one it is at (the single wizard's step pills).
+def _steps(batch: Batch, approval_required: bool) -> tuple[list[str], int]:
+    names = [_("Verify"), _("Decide"), _("Confirm")]
+    if approval_required or batch.required_approvals:
+        names.append(_("Approval"))
+    names.append(_("Sending"))
+    approval = 3 if len(names) == 5 else None
+    state = batch.state
+    if state == BatchState.DRAFT:
+        index = 0 if batch.verified_at is None else 1 if not batch.decision else 2
+    elif state in (BatchState.PROPOSED, BatchState.REJECTED):
+        index = approval if approval is not None else 2
+    elif state == BatchState.DISCARDED:
+        index = -1  # none is current: it ended before it was sent
+    elif state == BatchState.FINISHED or (state == BatchState.CANCELLED and batch.finished_at):
+        index = len(names)
+    else:
+        index = len(names) - 1
+    return [str(name) for name in names], index
+
+
 def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
     eligible, others = batches.breakdown(batch)
     items = batch.items.order_by("id")
@@ -215,6 +283,10 @@ def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
     example = batches.item_body(batch, sample[0]) if batch.decision and sample else ""
     is_author = person.user.pk == batch.created_by_id
     approved_by_me = batch.approvals.filter(approver_id=person.user.pk).exists()
+    approval_required = batches.approval_required(batch.action)
+    never_sent = batch.state == BatchState.DRAFT or (
+        batch.state == BatchState.PROPOSED and not batch.approvals.exists()
+    )
     return {
         "batch": batch,
         "eligible": eligible,
@@ -224,6 +296,7 @@ def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
         "left_out": left_out,
         "example": example,
         "selection": json.loads(batch.selection or "{}"),
+        "count_change": batches.count_change(batch),
         "is_author": is_author,
         "may_decide": batch.state == BatchState.PROPOSED
         and not is_author
@@ -233,8 +306,9 @@ def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
         "may_steer": batch.state
         in (BatchState.PROPOSED, BatchState.STARTING, BatchState.RUNNING, BatchState.PAUSED)
         and (is_author or person.has_role(SUPERVISOR) or person.user.pk == batch.sent_as_id),
+        "may_discard": is_author and never_sent,
         "max_tasks": settings.CONSOLE_BATCH_MAX_TASKS,
-        "approval_required": batches.approval_required(batch.action),
+        "approval_required": approval_required,
         **progress_context(batch),
     }
 
@@ -249,8 +323,12 @@ def progress_context(batch: Batch) -> dict[str, Any]:
     )
     starting = batch.state == BatchState.STARTING
     eligible = batches.eligible_items(batch)
+    step_names, step_index = _steps(batch, batches.approval_required(batch.action))
     return {
         "batch": batch,
+        # The step pills, pushed with the progress: the page never shows an old step.
+        "steps": [{"title": name} for name in step_names],
+        "step_index": step_index,
         "approvals": batches.approvals_of(batch),
         "stored": eligible.filter(submission__isnull=False).count() if starting else 0,
         "to_store": eligible.count() if starting else 0,
@@ -261,17 +339,46 @@ def progress_context(batch: Batch) -> dict[str, Any]:
             if progress.counts.get(key)
         ],
         "waiting": progress.counts.get("", 0),
+        # Settled and on their way mean something only once it is being sent (issue 30).
+        "sending": batch.state
+        in (
+            BatchState.STARTING,
+            BatchState.RUNNING,
+            BatchState.PAUSED,
+            BatchState.CANCELLED,
+            BatchState.FINISHED,
+        ),
+        "to_send": progress.total - progress.counts.get(ItemOutcome.SKIPPED, 0),
+        "left_out_count": progress.counts.get(ItemOutcome.SKIPPED, 0),
         "recent": recent,
     }
 
 
 async def _render_page(
-    request: HttpRequest, batch: Batch, *, form: Any = None, status: int = 200
+    request: HttpRequest,
+    batch: Batch,
+    *,
+    form: Any = None,
+    verify_form: Any = None,
+    confirm_form: Any = None,
+    status: int = 200,
 ) -> HttpResponse:
+    """The batch's page. A form given is bound with what the person sent (and its mistakes):
+    it is shown as they left it, focused at the first mistake."""
     person = _person(request)
     context = await sync_to_async(_page_context)(person, batch)
-    if batch.state == BatchState.DRAFT and person.user.pk == batch.created_by_id:
-        context["form"] = form or _decide_form(batch, request, _initial(batch))
+    draft = batch.state == BatchState.DRAFT and person.user.pk == batch.created_by_id
+    if draft and context["eligible"]:
+        if batch.verified_at is None:
+            context["verify_form"] = verify_form or _verify_form(batch)
+        else:
+            context["form"] = form or _decide_form(batch, request, _initial(batch))
+        if batch.decision:
+            context["confirm_form"] = confirm_form or wizard_forms.BatchConfirmForm(
+                eligible=context["eligible"]
+            )
+    for each in (form, verify_form, confirm_form):
+        _focus_first_error(each)
     return await arender(request, "console/batch.html", context, status=status)
 
 
@@ -303,6 +410,24 @@ def _batch_page(request: HttpRequest, batch_id: str) -> str:
 
 @require_POST
 @console_view
+async def batch_verify_view(request: HttpRequest, batch_id: str) -> HttpResponse:
+    """The verify checklist: every box ticked opens the decide step."""
+    person = _person(request)
+    batch = await sync_to_async(_visible)(person, batch_id)
+    _author(person, batch)
+    form = _verify_form(batch, request.POST)
+    if not form.is_valid():
+        return await _render_page(request, batch, verify_form=form, status=400)
+    try:
+        await sync_to_async(batches.batch_verify)(batch, person=person.user)
+    except ProposalRefused as refused:
+        messages.error(request, str(refused))
+        return HttpResponseRedirect(reverse("console:batch", args=[batch.id]))
+    return HttpResponseRedirect(reverse("console:batch", args=[batch.id]) + "#decide")
+
+
+@require_POST
+@console_view
 @keeps_draft(_batch_page)
 async def batch_decide_view(request: HttpRequest, batch_id: str) -> HttpResponse:
     person = _person(request)
@@ -327,23 +452,47 @@ async def batch_decide_view(request: HttpRequest, batch_id: str) -> HttpResponse
 @require_POST
 @console_view
 async def batch_confirm_view(request: HttpRequest, batch_id: str) -> HttpResponse:
+    """The count typed back and the confirmation: a mistake is told at its field, on the page
+    as the person left it (nothing cleared, focused there), not in a banner at the top."""
+    person = _person(request)
+    batch = await sync_to_async(_visible)(person, batch_id)
+    _author(person, batch)
+    here = reverse("console:batch", args=[batch.id])
+    if batch.state != BatchState.DRAFT or not batch.decision:
+        # Not a mistake of this form: the step is not open (said as the service says it).
+        try:
+            await sync_to_async(batches.batch_submit)(batch, person=person.user, typed_count=-1)
+        except ProposalRefused as refused:
+            messages.error(request, str(refused))
+        return HttpResponseRedirect(here)
+    eligible = await sync_to_async(lambda: batches.eligible_items(batch).count())()
+    form = wizard_forms.BatchConfirmForm(request.POST, eligible=eligible)
+    if not form.is_valid():
+        return await _render_page(request, batch, confirm_form=form, status=400)
+    try:
+        batch = await sync_to_async(batches.batch_submit)(
+            batch, person=person.user, typed_count=form.cleaned_data["count"]
+        )
+    except ProposalRefused as refused:
+        form.add_error(None, str(refused))
+        return await _render_page(request, batch, confirm_form=form, status=400)
+    await _store(batch)
+    return HttpResponseRedirect(here)
+
+
+@require_POST
+@console_view
+async def batch_discard_view(request: HttpRequest, batch_id: str) -> HttpResponse:
+    """Its author discards a batch never sent (a draft, or a proposal nobody approved)."""
     person = _person(request)
     batch = await sync_to_async(_visible)(person, batch_id)
     _author(person, batch)
     try:
-        typed = int(request.POST.get("count", "").strip())
-    except ValueError:
-        typed = -1
-    if request.POST.get("confirm") != "on":
-        messages.error(request, _("Tick the confirmation to send the batch."))
-        return HttpResponseRedirect(reverse("console:batch", args=[batch.id]) + "#confirm")
-    try:
-        batch = await sync_to_async(batches.batch_submit)(
-            batch, person=person.user, typed_count=typed
-        )
+        await sync_to_async(batches.batch_discard)(batch_id=batch.id, person=person.user)
     except ProposalRefused as refused:
         messages.error(request, str(refused))
-    await _store(batch)
+    else:
+        messages.success(request, _("The batch is discarded: nothing of it was sent."))
     return HttpResponseRedirect(reverse("console:batch", args=[batch.id]))
 
 

@@ -140,6 +140,11 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
         "rows_token": rows_token(person.user.pk, shown) if shown else "",
         # Batches (docs/bulk.md): which actions the selection bar offers this person.
         "batch_actions": [a for a in ("review", "retry") if recovery_mode(person, a)],
+        "batch_buttons": [
+            {"action": a, "count": None, "over": False}
+            for a in ("review", "retry")
+            if recovery_mode(person, a)
+        ],
         "max_tasks": settings.CONSOLE_BATCH_MAX_TASKS,
     }
     template = "console/work_queue.html#results" if request.htmx else "console/work_queue.html"  # type: ignore[attr-defined]

@@ -284,7 +284,15 @@
   // A pushed item already on the page is a duplicate (the same id): drop the message. An item
   // that says it changed since (another data-live-version: a proposal approved once more)
   // takes the place of the one shown instead.
+  // The navigation's count of what waits for a supervisor (base.html) listens to the approvals
+  // feed: any push there is news that the count may have moved, and it asks again.
+  function approvalsMoved() { document.body.dispatchEvent(new CustomEvent("orbit:approvals-moved")); }
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    if (event.target.hasAttribute && event.target.hasAttribute("data-listen-approvals")) {
+      event.preventDefault();
+      approvalsMoved();
+      return;
+    }
     if (listenOnly(event.target)) {
       event.preventDefault();
       tell(String(event.detail.message).indexOf("source-platform") !== -1);
@@ -313,6 +321,11 @@
   });
   document.addEventListener("htmx:wsOpen", function (event) {
     var socketElement = event.target;
+    if (socketElement.hasAttribute("data-listen-approvals")) {
+      if (socketElement.orbitOpened) { approvalsMoved(); } // open again: what moved meanwhile
+      socketElement.orbitOpened = true;
+      return;
+    }
     setLive(socketElement, "live");
     if (listenOnly(socketElement)) {
       // Open again after a drop: what was missed meanwhile is asked for as news.
@@ -584,7 +597,7 @@
 (function () {
   "use strict";
 
-  function live() { return document.querySelector("[ws-connect]"); }
+  function live() { return document.querySelector("[ws-connect]:not([data-listen-approvals])"); }
 
   function resyncOrReload() {
     if (!live()) { return; }

@@ -41,6 +41,7 @@ def crew(settings: Any, world: dict[str, Any]) -> dict[str, TestPerson]:
     settings.CONSOLE_ROLE_PERMISSIONS = REQUIRED_ROLE_PERMISSIONS
     return {
         "operator": make_person(world, "operator"),
+        "second_operator": make_person(world, "operator"),
         "supervisor": make_person(world, "supervisor"),
         "auditor": make_person(world, "auditor"),
     }

@@ -8,6 +8,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
@@ -18,8 +19,9 @@ from orbit_console.console.availability import recovery_mode
 from orbit_console.console.consumers import rows_token
 from orbit_console.console.forms import WorkQueueFilters
 from orbit_console.console.views.common import NoCredentialError, arender, console_view
+from orbit_console.console.waiting import row_marks, waiting_count
 from orbit_console.decisions.models import OPEN_STATES, Proposal, ProposalState, Submission
-from orbit_console.people.person import Person, orbit_client
+from orbit_console.people.person import AUDITOR, Person, orbit_client
 
 PAGE_SIZE = 25
 
@@ -103,11 +105,13 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
     ]
     shown = [task.id for section in sections for task in section.page.items]
     open_submissions, own_proposals = await sync_to_async(_own_decisions)(request)
+    marks = await sync_to_async(row_marks)(shown)
     context = {
         "filters": filters,
         "sections": sections,
         "open_submissions": open_submissions,
         "own_proposals": own_proposals,
+        "marks": marks,
         # The rows' socket follows these tasks (console/consumers.QueueRowsConsumer).
         "rows_token": rows_token(person.user.pk, shown) if shown else "",
         # Batches (docs/bulk.md): which actions the selection bar offers this person.
@@ -138,3 +142,17 @@ def _own_decisions(request: HttpRequest) -> tuple[list[Submission], list[Proposa
         .order_by("-created_at")[:20]
     )
     return submissions, proposals
+
+
+@require_GET
+@console_view
+async def start(request: HttpRequest) -> HttpResponse:
+    """Where signing in lands (issue 30; docs/console.md "What each role sees where"): a
+    supervisor with proposals or batches waiting for their approval on the approvals page, an
+    auditor who decides nothing on the audit explorer, everyone else on the work queue."""
+    person: Person = request.person  # type: ignore[attr-defined]
+    if await sync_to_async(waiting_count)(person):
+        return redirect("console:approvals")
+    if person.read_only and person.has_role(AUDITOR):
+        return redirect("console:audit")
+    return redirect("console:work_queue")

@@ -8,6 +8,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_GET
 
@@ -109,7 +110,9 @@ def _console_decisions_of(task_id: str) -> tuple[list[Submission], Proposal | No
         .order_by("-created_at")[:20]
     )
     pending = (
-        Proposal.objects.filter(task_id=task_id, state=ProposalState.PENDING)
+        Proposal.objects.filter(
+            task_id=task_id, state=ProposalState.PENDING, expires_at__gt=timezone.now()
+        )
         .select_related("proposed_by")
         .order_by("-created_at")
         .first()

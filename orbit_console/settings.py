@@ -260,7 +260,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "console:work_queue"
+LOGIN_REDIRECT_URL = "console:start"  # lands per role (console/views/queue.py ``start``)
 LOGOUT_REDIRECT_URL = "login"
 # Django's database sessions, read with one plain query (ops/sessions.py).
 SESSION_ENGINE = "orbit_console.ops.sessions"

@@ -24,7 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.core import signing
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
@@ -322,6 +322,53 @@ class DecisionsConsumer(_OneGroupConsumer):
             return render_to_string(
                 "console/partials/decision_row.html", {"submission": submission, "push": True}
             )
+
+    async def decision_proposal(self, message: dict[str, Any]) -> None:
+        """A proposal of theirs was made, approved once more or decided: its row in "Waiting
+        for approval" comes, is counted again, or goes."""
+        if not await self.may_push():
+            return
+        html = await self._waiting(proposal_id=message["proposal_id"])
+        if html:
+            await self.send(text_data=html)
+
+    async def decision_batch(self, message: dict[str, Any]) -> None:
+        """As ``decision_proposal``, for a batch of theirs."""
+        if not await self.may_push():
+            return
+        html = await self._waiting(batch_id=message["batch_id"])
+        if html:
+            await self.send(text_data=html)
+
+    @database_sync_to_async
+    def _waiting(self, *, proposal_id: str = "", batch_id: str = "") -> str:
+        now = timezone.now()
+        context: dict[str, Any] = {"proposal": None, "batch": None}
+        if proposal_id:
+            proposal = (
+                Proposal.objects.filter(id=proposal_id, proposed_by_id=self.user.pk)
+                .annotate(approved=Count("approvals"))
+                .first()
+            )
+            if proposal is None:
+                return ""
+            context["proposal"] = proposal
+            context["gone"] = not proposal.is_pending or proposal.expires_at <= now
+        else:
+            batch = (
+                Batch.objects.filter(id=batch_id, created_by_id=self.user.pk)
+                .annotate(
+                    eligible=Count("items", filter=Q(items__ineligible=""), distinct=True),
+                    approved=Count("approvals", distinct=True),
+                )
+                .first()
+            )
+            if batch is None or batch.state == BatchState.DRAFT:
+                return ""
+            context["batch"] = batch
+            context["gone"] = batch.state != BatchState.PROPOSED
+        with translation.override(self.language), timezone.override(self.zone):
+            return render_to_string("console/partials/waiting_row.html", context)
 
 
 # --- A batch's progress -------------------------------------------------------------------------

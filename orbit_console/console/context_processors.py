@@ -2,6 +2,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from orbit_console.console.views.session import session_state
+from orbit_console.console.waiting import waiting_count
 from orbit_console.people.person import load_person
 
 ROLE_NAMES = {"operator": _("Operator"), "supervisor": _("Supervisor"), "auditor": _("Auditor")}
@@ -14,9 +15,10 @@ def person(request: HttpRequest) -> dict[str, object]:
     if current is None and hasattr(request, "user"):
         current = load_person(request.user)
     if current is None:
-        return {"person": None, "person_roles": ""}
+        return {"person": None, "person_roles": "", "waiting_count": None}
     roles = ", ".join(str(ROLE_NAMES[role]) for role in sorted(current.roles) if role in ROLE_NAMES)
-    return {"person": current, "person_roles": roles}
+    # What waits for a supervisor's approval, in the navigation (issue 30): two counts.
+    return {"person": current, "person_roles": roles, "waiting_count": waiting_count(current)}
 
 
 def session(request: HttpRequest) -> dict[str, object]:

@@ -33,7 +33,9 @@ urlpatterns = [
         audit.operation_detail,
         name="operation",
     ),
+    path("start", queue.start, name="start"),
     path("approvals", approvals.approvals_queue, name="approvals"),
+    path("approvals/waiting", approvals.approvals_waiting, name="approvals_waiting"),
     path("proposals/<str:proposal_id>", approvals.proposal_detail, name="proposal"),
     path(
         "proposals/<str:proposal_id>/approve",

@@ -40,7 +40,15 @@ from orbit_console.decisions.models import (
 )
 from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
-from orbit_console.lib.live import CONSOLE_EVENT_MESSAGE, publish_on_commit, task_group
+from orbit_console.lib.live import (
+    BATCH_MESSAGE,
+    CONSOLE_EVENT_MESSAGE,
+    FOLLOWUP_MESSAGE,
+    PROPOSAL_MESSAGE,
+    person_group,
+    publish_on_commit,
+    task_group,
+)
 from orbit_console.lib.rows import Rows
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
@@ -156,7 +164,26 @@ def record_event(
     if subject is not None:
         message = {"type": CONSOLE_EVENT_MESSAGE, "event": event.as_message_data()}
         publish_on_commit(task_group(subject.task_id), message)
+    _tell_the_people(submission, proposal, batch)
     return event
+
+
+def _tell_the_people(
+    submission: Submission | None, proposal: Proposal | None, batch: Batch | None
+) -> None:
+    """Whose decision moved is told live, once committed: "My decisions" adds the row of a
+    decision stored in another tab or approved by a supervisor, and the row of a proposal or a
+    batch waiting for approval comes and goes (issue 30)."""
+    if submission is not None:
+        message: dict[str, str] = {"type": FOLLOWUP_MESSAGE, "submission_id": submission.id}
+        for user_id in {submission.created_by_id, submission.sent_as_id}:
+            publish_on_commit(person_group(user_id), message)
+    elif proposal is not None:
+        message = {"type": PROPOSAL_MESSAGE, "proposal_id": proposal.id}
+        publish_on_commit(person_group(proposal.proposed_by_id), message)
+    elif batch is not None:
+        message = {"type": BATCH_MESSAGE, "batch_id": batch.id}
+        publish_on_commit(person_group(batch.created_by_id), message)
 
 
 def record_export(*, actor: User, note: str, namespace_ids: Sequence[str]) -> list[ConsoleEvent]:

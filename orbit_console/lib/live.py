@@ -54,8 +54,12 @@ def task_group(task_id: str) -> str:
 
 
 # What a person's decisions led to (``decisions/followups.py``): the group of one person, and
-# its message when a followed task moved.
+# its message when a followed task moved (or one of their decisions was stored or answered).
 FOLLOWUP_MESSAGE = "decision.followed"
+# A proposal or a batch of theirs was made or moved (issue 30: "My decisions" lists the ones
+# waiting for approval, and adds and drops their rows live).
+PROPOSAL_MESSAGE = "decision.proposal"
+BATCH_MESSAGE = "decision.batch"
 
 
 def person_group(user_id: int) -> str:

@@ -266,11 +266,43 @@
     var url = socketElement.dataset.resyncDecisions;
     if (!url) { return; }
     fetchFragment(url, function (html) {
-      var fresh = parse(html).getElementById("decision-rows");
-      var rows = document.getElementById("decision-rows");
-      if (fresh && rows) { rows.innerHTML = fresh.innerHTML; }
+      var page = parse(html);
+      ["decision-rows", "waiting-rows"].forEach(function (id) {
+        var fresh = page.getElementById(id);
+        var rows = document.getElementById(id);
+        if (fresh && rows) { rows.innerHTML = fresh.innerHTML; }
+      });
+      showEmptyNotes();
     });
   }
+
+  // A list's "nothing here" note (data-empty-of) shows while its list is empty.
+  function showEmptyNotes() {
+    document.querySelectorAll("[data-empty-of]").forEach(function (note) {
+      var rows = document.getElementById(note.dataset.emptyOf);
+      if (rows) { note.hidden = rows.children.length > 0; }
+    });
+  }
+
+  // A pushed row of a list (data-live-list names it) takes the place of the row shown with its
+  // id, or, new, comes first in its list (issue 30: lists add rows live); a row marked
+  // data-live-gone leaves the list.
+  document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    var item = parse(event.detail.message).querySelector("[data-live-list][id]");
+    if (!item) { return; }
+    event.preventDefault();
+    var shown = document.getElementById(item.id);
+    var gone = item.hasAttribute("data-live-gone");
+    item.removeAttribute("hx-swap-oob");
+    if (shown) {
+      if (gone) { shown.remove(); } else { shown.replaceWith(item); }
+    } else if (!gone) {
+      var rows = document.getElementById(item.dataset.liveList);
+      if (rows) { rows.prepend(item); }
+    }
+    if (window.htmx) { window.htmx.process(item); }
+    showEmptyNotes();
+  });
 
   function resync(socketElement) {
     resyncRows(socketElement);
@@ -344,7 +376,15 @@
   // A pushed item already on the page is a duplicate (the same id): drop the message. An item
   // that says it changed since (another data-live-version: a proposal approved once more)
   // takes the place of the one shown instead.
+  // The navigation's count of what waits for a supervisor (base.html) listens to the approvals
+  // feed: any push there is news that the count may have moved, and it asks again.
+  function approvalsMoved() { document.body.dispatchEvent(new CustomEvent("orbit:approvals-moved")); }
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    if (event.target.hasAttribute && event.target.hasAttribute("data-listen-approvals")) {
+      event.preventDefault();
+      approvalsMoved();
+      return;
+    }
     if (listenOnly(event.target)) {
       event.preventDefault();
       tell(String(event.detail.message).indexOf("source-platform") !== -1);
@@ -361,11 +401,23 @@
   });
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     sortEntries();
-    if (String(event.detail.message).indexOf("source-platform") !== -1) { showChanged(); }
+    var message = String(event.detail.message);
+    if (message.indexOf("source-platform") !== -1) {
+      showChanged();
+    } else if (message.indexOf("source-console") !== -1) {
+      // The console noted the task (a proposal made or decided, a decision stored): what the
+      // page shows of it (the pending banner, the decisions) asks again.
+      document.body.dispatchEvent(new CustomEvent("orbit:task-noted"));
+    }
     showNoProposals();
   });
   document.addEventListener("htmx:wsOpen", function (event) {
     var socketElement = event.target;
+    if (socketElement.hasAttribute("data-listen-approvals")) {
+      if (socketElement.orbitOpened) { approvalsMoved(); } // open again: what moved meanwhile
+      socketElement.orbitOpened = true;
+      return;
+    }
     setLive(socketElement, "live");
     if (listenOnly(socketElement)) {
       // Open again after a drop: what was missed meanwhile is asked for as news.
@@ -625,5 +677,43 @@
       warn_seconds: parseInt(note.dataset.warnSeconds, 10),
       now: parseInt(note.dataset.now, 10)
     });
+  });
+})();
+
+
+// --- Back never shows a stale page as live (issue 30) --------------------------------------------
+// A page with live parts that the browser brings back from its caches (Back or Forward: the
+// back/forward cache, or the HTTP cache, which keeps the HTML as it was) shows what was true
+// then under a badge that would say "live" again. Such a page loads afresh instead; a wizard
+// step, which holds what the person typed, stays and asks its live parts again.
+(function () {
+  "use strict";
+
+  function live() { return document.querySelector("[ws-connect]:not([data-listen-approvals])"); }
+
+  function resyncOrReload() {
+    if (!live()) { return; }
+    document.querySelectorAll(".flag.live").forEach(function (badge) {
+      badge.textContent = badge.dataset.reconnecting || badge.textContent;
+      badge.dataset.state = "reconnecting";
+    });
+    if (document.querySelector("form[data-keeps-draft]")) {
+      document.body.dispatchEvent(new CustomEvent("orbit:task-moved"));
+      document.body.dispatchEvent(new CustomEvent("orbit:task-noted"));
+      return;
+    }
+    window.location.reload();
+  }
+
+  function cameBack() {
+    try {
+      var navigation = performance.getEntriesByType("navigation")[0];
+      // Brought back from the HTTP cache (nothing transferred): the HTML is as it was.
+      return !!navigation && navigation.type === "back_forward" && navigation.transferSize === 0;
+    } catch (e) { return false; }
+  }
+
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted || cameBack()) { resyncOrReload(); }
   });
 })();

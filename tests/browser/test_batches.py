@@ -130,6 +130,8 @@ def test_filter_select_all_propose_approve_watch_live_export(
     expect(supervisor.locator("#batch-progress")).to_be_visible()
 
     expect(page.locator("#batch-state")).to_have_text("Finished", timeout=90_000)
+    # Issue 30: one truth on the page: the header no longer says "Waiting for approval".
+    expect(page.locator("h1 + p")).not_to_contain_text("Waiting for approval")
     expect(page.locator("[data-outcome=applied]")).to_have_text(str(COUNT))
     expect(page.get_by_role("button", name="Pause")).to_be_hidden()  # the controls went live
     visible_rows = queue.locator("#results tbody tr .row-live:has-text('now FAILED')")

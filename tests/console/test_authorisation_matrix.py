@@ -81,6 +81,10 @@ ROUTES: dict[str, Route] = {
     "console:work_queue": Route("/", {"GET": every(200)}, scoped=False),
     "console:task": Route("/tasks/{task}", {"GET": every(200)}),
     "console:task_recovery": Route("/tasks/{task}/recovery", {"GET": every(200)}),
+    # Where signing in lands: a redirect for everyone (per role, issue 30).
+    "console:start": Route("/start", {"GET": every(302)}, scoped=False),
+    # The navigation's count of what waits for a supervisor (empty for the others).
+    "console:approvals_waiting": Route("/approvals/waiting", {"GET": every(200)}, scoped=False),
     "console:review": Route(
         "/tasks/{task}/review",
         {

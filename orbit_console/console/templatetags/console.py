@@ -143,3 +143,12 @@ def seconds(value: timedelta | None) -> str:
     if minutes:
         return _("%(m)s min %(s)s s") % {"m": minutes, "s": rest}
     return _("%(s)s s") % {"s": rest}
+
+
+@register.simple_tag
+def row_marks(marks: Any, task_id: str) -> dict[str, Any]:
+    """A work queue row's marks (console/waiting.py ``RowMarks``): ``pending`` (a proposal
+    waits for approval) and ``retried`` (the successor's id and state), for ``{% ... as %}``."""
+    if marks is None:
+        return {}
+    return {"pending": task_id in marks.pending, "retried": marks.retried.get(task_id)}

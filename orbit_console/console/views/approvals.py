@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -21,6 +22,7 @@ from orbit_console.console.views.common import (
     task_now,
 )
 from orbit_console.console.views.drafts import keeps_draft, take_draft
+from orbit_console.console.waiting import next_waiting, waiting_count
 from orbit_console.decisions.batches import awaiting_approval
 from orbit_console.decisions.models import (
     ConsoleEvent,
@@ -246,8 +248,10 @@ async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpR
         return _back(proposal_id)
     if submission is None:
         messages.success(request, _("Approved; more approvals are needed before it is sent."))
+        await _tell_next_waiting(request, person, proposal_id)
         return _back(proposal_id)
     submission = await submission_send(submission, actor=person.user)  # type: ignore[arg-type]
+    await _tell_next_waiting(request, person, proposal_id)
     return HttpResponseRedirect(reverse("console:submission", args=[submission.id]), status=303)
 
 
@@ -272,6 +276,8 @@ async def proposal_reject_view(request: HttpRequest, proposal_id: str) -> HttpRe
         raise Http404("no such proposal") from None
     except ProposalRefused as refused:
         messages.error(request, str(refused))
+        return _back(proposal_id)
+    await _tell_next_waiting(request, person, proposal_id)
     return _back(proposal_id)
 
 
@@ -344,6 +350,36 @@ async def _field_error(request: HttpRequest, proposal_id: str) -> dict[str, str]
         return {}
     field = kept["field"]
     return {f"restored_{field}": kept["text"], f"{field}_error": kept["error"]}
+async def _tell_next_waiting(request: HttpRequest, person: Person, decided: str) -> None:
+    """After deciding a proposal, the supervisor is told which one waits next (issue 30)."""
+    following = await sync_to_async(next_waiting)(person, after=decided)
+    if following is None:
+        messages.info(request, _("Next waiting: none left — no other proposal waits for you."))
+        return
+    label = _("%(action)s of %(task)s, proposed by %(who)s") % {
+        "action": following.get_action_display(),
+        "task": following.task_id[:8],
+        "who": following.proposed_by.get_username(),
+    }
+    messages.info(
+        request,
+        format_html(
+            '{} <a id="next-waiting" href="{}">{}</a>',
+            _("Next waiting:"),
+            reverse("console:proposal", args=[following.id]),
+            label,
+        ),
+    )
+
+
+@require_GET
+@console_view
+async def approvals_waiting(request: HttpRequest) -> HttpResponse:
+    """The navigation's count of what waits for this supervisor's approval, asked for again
+    when the approvals feed says something moved (base.html)."""
+    person: Person = request.person  # type: ignore[attr-defined]
+    count = await sync_to_async(waiting_count)(person)
+    return await arender(request, "console/partials/nav_waiting.html", {"waiting_count": count})
 
 
 def _back(proposal_id: str) -> HttpResponse:

@@ -24,8 +24,9 @@ from orbit_console.console.views.common import (
     console_view,
     task_client,
 )
+from orbit_console.console.waiting import row_marks, waiting_count
 from orbit_console.decisions.models import OPEN_STATES, Proposal, ProposalState, Submission
-from orbit_console.people.person import Person, orbit_client
+from orbit_console.people.person import AUDITOR, Person, orbit_client
 
 PAGE_SIZE = 25
 
@@ -130,12 +131,14 @@ async def work_queue(request: HttpRequest) -> HttpResponse:
     ]
     shown = [task.id for section in sections for task in section.page.items]
     open_submissions, own_proposals = await sync_to_async(_own_decisions)(request)
+    marks = await sync_to_async(row_marks)(shown)
     context = {
         "find": find,
         "filters": filters,
         "sections": sections,
         "open_submissions": open_submissions,
         "own_proposals": own_proposals,
+        "marks": marks,
         # The rows' socket follows these tasks (console/consumers.QueueRowsConsumer).
         "rows_token": rows_token(person.user.pk, shown) if shown else "",
         # Batches (docs/bulk.md): which actions the selection bar offers this person.
@@ -186,3 +189,17 @@ def _own_decisions(request: HttpRequest) -> tuple[list[Submission], list[Proposa
         .order_by("-created_at")[:20]
     )
     return submissions, proposals
+
+
+@require_GET
+@console_view
+async def start(request: HttpRequest) -> HttpResponse:
+    """Where signing in lands (issue 30; docs/console.md "What each role sees where"): a
+    supervisor with proposals or batches waiting for their approval on the approvals page, an
+    auditor who decides nothing on the audit explorer, everyone else on the work queue."""
+    person: Person = request.person  # type: ignore[attr-defined]
+    if await sync_to_async(waiting_count)(person):
+        return redirect("console:approvals")
+    if person.read_only and person.has_role(AUDITOR):
+        return redirect("console:audit")
+    return redirect("console:work_queue")

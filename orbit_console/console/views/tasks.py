@@ -8,6 +8,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_GET
 
@@ -15,7 +16,7 @@ from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
 from orbit_console.console.availability import retry_availability, review_availability
 from orbit_console.console.views.common import arender, console_view, task_client
 from orbit_console.decisions.followups import followup_observe
-from orbit_console.decisions.models import Submission
+from orbit_console.decisions.models import Proposal, ProposalState, Submission
 from orbit_console.lib.ids import is_id
 from orbit_console.people.person import Person
 
@@ -40,33 +41,41 @@ async def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
             _timeline(orbit, person, task_id),
             _successor(orbit, task),
         )
-    submissions = await sync_to_async(_submissions_of)(task_id)
-    context = {
-        "task": task,
-        "successor": successor,
-        "attempts": attempts,
-        "timeline": timeline,
-        "actions": [review_availability(task, person), retry_availability(task, person)],
-        "submissions": submissions,
-        "read_only": person.read_only,
-    }
+    context = await _summary_context(person, task, attempts, successor)
+    context["timeline"] = timeline
     return await arender(request, "console/task_detail.html", context)
 
 
 @require_GET
 @console_view
 async def task_recovery(request: HttpRequest, task_id: str) -> HttpResponse:
-    """The task page's recovery panel as the task is now (asked for when the task moved)."""
+    """The task page's summary as the task is now — its title, facts, result, recovery panel,
+    pending proposal and decisions — asked for again whole when the task moved or was noted
+    (issue 30: one truth on the page)."""
     task_id = task_id_or_404(task_id)
     person: Person = request.person  # type: ignore[attr-defined]
     async with await task_client(request, task_id) as orbit:
         task = await orbit.get_task(task_id)
-    context = {
+        attempts, successor = await asyncio.gather(
+            orbit.list_attempts(task_id, limit=50), _successor(orbit, task)
+        )
+    context = await _summary_context(person, task, attempts, successor)
+    return await arender(request, "console/task_detail.html#summary", context)
+
+
+async def _summary_context(
+    person: Person, task: Task, attempts: Any, successor: Task | None
+) -> dict[str, Any]:
+    submissions, pending = await sync_to_async(_console_decisions_of)(task.id)
+    return {
         "task": task,
+        "successor": successor,
+        "attempts": attempts,
         "actions": [review_availability(task, person), retry_availability(task, person)],
+        "submissions": submissions,
+        "pending_proposal": pending,
         "read_only": person.read_only,
     }
-    return await arender(request, "console/task_detail.html#recovery", context)
 
 
 @functools.cache
@@ -92,9 +101,20 @@ async def _successor(orbit: OrbitClient, task: Task) -> Task | None:
     return successor
 
 
-def _submissions_of(task_id: str) -> list[Submission]:
-    return list(
+def _console_decisions_of(task_id: str) -> tuple[list[Submission], Proposal | None]:
+    """The console's decisions on the task, newest first, and the proposal waiting for approval
+    on it, if any (one live proposal per revision; the newest)."""
+    submissions = list(
         Submission.objects.filter(task_id=task_id)
         .select_related("created_by", "sent_as", "followup")
         .order_by("-created_at")[:20]
     )
+    pending = (
+        Proposal.objects.filter(
+            task_id=task_id, state=ProposalState.PENDING, expires_at__gt=timezone.now()
+        )
+        .select_related("proposed_by")
+        .order_by("-created_at")
+        .first()
+    )
+    return submissions, pending

@@ -350,6 +350,8 @@ async def _field_error(request: HttpRequest, proposal_id: str) -> dict[str, str]
         return {}
     field = kept["field"]
     return {f"restored_{field}": kept["text"], f"{field}_error": kept["error"]}
+
+
 async def _tell_next_waiting(request: HttpRequest, person: Person, decided: str) -> None:
     """After deciding a proposal, the supervisor is told which one waits next (issue 30)."""
     following = await sync_to_async(next_waiting)(person, after=decided)

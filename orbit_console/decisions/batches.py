@@ -297,15 +297,17 @@ def batch_decide(batch: Batch, *, person: User, decision: dict[str, Any]) -> Bat
 
 
 def decision_fields(
-    action: str, cleaned: dict[str, Any], *, template: bool = False
+    action: str, cleaned: dict[str, Any], *, template: bool = False, result_text: str = ""
 ) -> dict[str, Any]:
     """The decide form's cleaned data as the batch keeps it (JSON-safe; a result as exact JSON
-    text, times as RFC 3339)."""
+    text, times as RFC 3339). ``result_text`` is the result as its author typed it, spacing
+    and all, shown again when the decision is changed (what is sent is ``result``)."""
     fields: dict[str, Any] = {"reason": cleaned["reason"], "evidence_ref": cleaned["evidence_ref"]}
     if action == "review":
         fields |= {
             "outcome": cleaned["outcome"],
             "result": strictjson.dumps(cleaned["result"]),
+            "result_text": result_text,
             "template": template,
         }
     else:

@@ -359,6 +359,11 @@ class ConsoleEvent(models.Model):
             "task_id": self.task_id,
             "created_at": format_utc(self.created_at),
             "actor": self.actor.get_username() if self.actor is not None else "",
+            # What the console did on its own (a batch's sends, the reconciler's) is the act of
+            # the decision's author, carried out by the console (docs/audit.md, issue 30).
+            "for": self.submission.created_by.get_username()
+            if self.actor is None and self.submission is not None
+            else "",
             "note": self.note,
             "submission_id": self.submission_id or "",
             "proposal_id": self.proposal_id or "",

@@ -98,7 +98,9 @@ def _may_have_missed_more(page: TimelinePage, since: datetime | None) -> bool:
 def _console_events(
     task_id: str, lower: datetime | None, until: datetime | None, *, limited: bool
 ) -> list[ConsoleEvent]:
-    events = ConsoleEvent.objects.filter(task_id=task_id).select_related("actor")
+    events = ConsoleEvent.objects.filter(task_id=task_id).select_related(
+        "actor", "submission__created_by"
+    )
     if lower is not None:
         events = events.filter(created_at__gte=lower)
     if until is not None:

@@ -37,6 +37,8 @@ class Entry:
     submission_id: str = ""
     proposal_id: str = ""
     batch_id: str = ""  # the batch the decision is part of (docs/bulk.md)
+    # A console entry with no actor: the author of the decision the console carried out.
+    on_behalf_of: str = ""
     changes: list[tuple[str, str, str]] = field(default_factory=list)  # (what, before, after)
     new_task_id: str = ""
     source_task_id: str = ""
@@ -141,6 +143,7 @@ def from_event(event: ConsoleEvent | dict[str, Any]) -> Entry:
         kind=data["kind"],
         created_at=parse_utc(data["created_at"]),
         actor=data.get("actor") or "",
+        on_behalf_of=data.get("for") or "",
         note=data.get("note") or "",
         submission_id=data.get("submission_id") or "",
         proposal_id=data.get("proposal_id") or "",

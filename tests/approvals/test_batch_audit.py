@@ -93,6 +93,12 @@ def test_a_batchs_sends_are_found_under_its_author_with_the_approver_and_the_why
         assert "the console" not in history.replace("carried out by the console", "")
         assert operator.username in history
 
+        # The task's history says the same.
+        task_page = auditor.get(f"/tasks/{submission.task_id}").text
+        for event in sends.filter(submission=submission):
+            entry = text_of(element(task_page, rf'<li id="entry-ev-{event.id}".*?</li>'))
+            assert f"{operator.username} (carried out by the console)" in entry, entry
+
         # The batch's page links to its submissions.
         batch_page = author.get(f"/batches/{batch_id}").text
         assert any(f'href="/submissions/{s.id}"' in batch_page for s in submissions)

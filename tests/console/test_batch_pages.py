@@ -2,6 +2,7 @@
 decide, confirm, watch the outcome and export it; refusals change nothing."""
 
 import csv
+import html
 import io
 import json
 from typing import Any
@@ -482,3 +483,21 @@ def test_progress_before_approval_claims_nothing_settled_or_on_its_way(
     assert "settled" not in shown and "On their way" not in shown
     assert "Nothing is sent before it is approved: then 2 tasks will be sent." in shown
     assert "1 task is left out (not eligible)." in shown
+def test_a_changed_decision_shows_the_result_as_its_author_typed_it(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Issue 30: a batch's result template came back compacted when the decision was shown
+    again to be changed ({"lost":"..."}): the author's spacing and line breaks were lost."""
+    incident = seed_incident(
+        namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=1, label="spaced"
+    )
+    typed = '{\n  "lost" :  "{{business_key}}",\n  "checked":   true\n}'
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        _, batch = new_batch(console, action="review", scope="ticked", task=incident)
+        assert batch is not None
+        send(console, f"/batches/{batch.id}/decide", {**REVIEW, "result": typed})
+        page = console.get(f"/batches/{batch.id}").text
+        shown = element(page, r'<textarea name="result".*?</textarea>')
+        assert html.escape(typed, quote=True) in shown, shown
+        batch.refresh_from_db()
+        assert json.loads(batch.decided["result"]) == {"lost": "{{business_key}}", "checked": True}

@@ -387,7 +387,8 @@ def _initial(batch: Batch) -> dict[str, Any] | None:
     decided = batch.decided
     if not decided or batch.action != "review":
         return None
-    return {k: decided[k] for k in ("outcome", "result", "reason", "evidence_ref")}
+    initial = {k: decided[k] for k in ("outcome", "result", "reason", "evidence_ref")}
+    return initial | {"result": decided.get("result_text") or decided["result"]}
 
 
 @require_GET
@@ -437,7 +438,10 @@ async def batch_decide_view(request: HttpRequest, batch_id: str) -> HttpResponse
     if not form.is_valid():
         return await _render_page(request, batch, form=form, status=400)
     decision = batches.decision_fields(
-        batch.action, form.cleaned_data, template=request.POST.get("template") == "on"
+        batch.action,
+        form.cleaned_data,
+        template=request.POST.get("template") == "on",
+        result_text=request.POST.get("result", ""),
     )
     try:
         await sync_to_async(batches.batch_decide)(batch, person=person.user, decision=decision)

@@ -526,12 +526,16 @@ async def batch_confirm_view(request: HttpRequest, batch_id: str) -> HttpRespons
     batch = await sync_to_async(_visible)(person, batch_id)
     _author(person, batch)
     here = reverse("console:batch", args=[batch.id])
-    if batch.state != BatchState.DRAFT or not batch.decision:
-        # Not a mistake of this form: the step is not open (said as the service says it).
-        try:
-            await sync_to_async(batches.batch_submit)(batch, person=person.user, typed_count=-1)
-        except ProposalRefused as refused:
-            messages.error(request, str(refused))
+    # Not a mistake of this form: the step is not open (said as the service says it).
+    if batch.state != BatchState.DRAFT:
+        messages.error(
+            request,
+            _("This batch is %(state)s: that step is not open.")
+            % {"state": batch.get_state_display()},
+        )
+        return HttpResponseRedirect(here)
+    if not batch.decision:
+        messages.error(request, _("Decide first."))
         return HttpResponseRedirect(here)
     eligible = await sync_to_async(lambda: batches.eligible_items(batch).count())()
     form = wizard_forms.BatchConfirmForm(request.POST, eligible=eligible)

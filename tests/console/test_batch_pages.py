@@ -497,3 +497,21 @@ def test_progress_before_approval_claims_nothing_settled_or_on_its_way(
     assert "settled" not in shown and "On their way" not in shown
     assert "Nothing is sent before it is approved: then 2 tasks will be sent." in shown
     assert "1 task is left out (not eligible)." in shown
+
+
+def test_a_retry_batch_verifies_then_decides_with_the_single_retrys_fields(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        _, batch = new_batch(
+            console, verified=False, action="retry", task=[world["tasks"]["failed"]]
+        )
+        assert batch is not None
+        page = console.get(f"/batches/{batch.id}").text
+        assert 'name="checked_business_key"' in page and 'name="budget_value"' not in page
+        verify(console, batch)
+        page = console.get(f"/batches/{batch.id}").text
+        form = element(page, r'<form method="post" action="/batches/[^"]+/decide".*?</form>')
+        for name in ("reason", "evidence_ref", "budget_value", "budget_unit", "available_at"):
+            assert f'name="{name}"' in form
+        assert '<button type="submit" class="primary">Next: confirm</button>' in form

@@ -68,6 +68,15 @@ INELIGIBLE = {
     "executing": gettext_lazy("Still leased, running or holding a permit"),
 }
 
+# Why a counted task was no longer among those frozen (read again at the freeze, issue 30).
+STOPPED_MATCHING = {
+    "not_found": gettext_lazy("Not found any more (or no longer yours to read)"),
+    "state": gettext_lazy("Its state changed: this action no longer takes it"),
+    "effect_uncertain": gettext_lazy("Its effect became uncertain: review it, do not retry it"),
+    "filter": gettext_lazy("Its fields changed: it no longer matches the filter"),
+    "unread": gettext_lazy("Not read again (too many to read)"),
+}
+
 # The task fields a review's result template may name: "{{business_key}}" in any string.
 TEMPLATE_FIELDS = ("id", "queue_id", "handler", "business_key", "revision")
 
@@ -263,7 +272,7 @@ def batch_discard(*, batch_id: str, person: User) -> Batch:
         return batch
 
 
-def count_change(batch: Batch) -> dict[str, int] | None:
+def count_change(batch: Batch) -> dict[str, Any] | None:
     """For a batch of "every task matching": how many tasks the offer counted, how many the
     selection froze, and the difference (tasks that stopped matching the filter, or started to,
     between the count and the freeze). ``None`` when nothing was counted (ticked rows)."""
@@ -272,11 +281,36 @@ def count_change(batch: Batch) -> dict[str, int] | None:
     if not isinstance(counted, int) or isinstance(counted, bool) or counted < 0:
         return None
     frozen = batch.items.count()
+    why = selection.get("stopped")
+    stopped_by_reason = (
+        [
+            {
+                "reason": reason,
+                "label": str(STOPPED_MATCHING.get(reason, reason)),
+                "count": entry["count"],
+                "tasks": entry["tasks"],
+            }
+            for reason, entry in sorted(why.items(), key=lambda pair: -pair[1]["count"])
+        ]
+        if isinstance(why, dict)
+        else []
+    )
+    stopped = sum(row["count"] for row in stopped_by_reason) if isinstance(why, dict) else None
+    if stopped is None:
+        # Only the numbers are known (a count too large to keep): the net difference.
+        return {
+            "counted": counted,
+            "frozen": frozen,
+            "stopped": max(counted - frozen, 0),
+            "started": max(frozen - counted, 0),
+            "by_reason": [],
+        }
     return {
         "counted": counted,
         "frozen": frozen,
-        "stopped": max(counted - frozen, 0),
-        "started": max(frozen - counted, 0),
+        "stopped": stopped,
+        "started": frozen - (counted - stopped),
+        "by_reason": stopped_by_reason,
     }
 
 

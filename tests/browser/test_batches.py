@@ -133,6 +133,9 @@ def test_filter_select_all_propose_approve_watch_live_export(
     # Issue 30: one truth on the page: the header no longer says "Waiting for approval".
     expect(page.locator("h1 + p")).not_to_contain_text("Waiting for approval")
     expect(page.locator("[data-outcome=applied]")).to_have_text(str(COUNT))
+    # The step pills came live with the progress (issue 30): every step done, none current.
+    expect(page.locator("#batch-steps li.done")).to_have_count(5)
+    expect(page.locator("#batch-steps li[aria-current=step]")).to_have_count(0)
     expect(page.get_by_role("button", name="Pause")).to_be_hidden()  # the controls went live
     visible_rows = queue.locator("#results tbody tr .row-live:has-text('now FAILED')")
     expect(visible_rows).to_have_count(25)  # every row on the page said its task moved

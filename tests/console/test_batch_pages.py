@@ -424,7 +424,9 @@ def test_a_draft_is_discarded_by_its_author_recorded_and_closed(
 def test_the_frozen_batch_explains_tasks_that_stopped_matching_after_the_count(
     orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
 ) -> None:
-    """ "305 counted, 303 frozen" used to go unexplained."""
+    """ "305 counted, 303 frozen" used to go unexplained: the page counts and names the tasks
+    that stopped matching between the count and the freeze, by reason, and those that
+    started to."""
     from orbit_console.ledger.models import Task
 
     incident = seed_incident(
@@ -436,17 +438,30 @@ def test_the_frozen_batch_explains_tasks_that_stopped_matching_after_the_count(
             counted, r'<input type="hidden" form="batch-form" name="counted_review"[^>]*>'
         )
         assert 'value="5"' in hidden
-        # Between the count and the freeze, two tasks stop matching the filter.
-        Task.objects.filter(id__in=incident[:2]).update(business_key="elsewhere")
+        # Between the count and the freeze, one task is decided elsewhere, one is renamed, and
+        # a new one comes.
+        Task.objects.filter(id=incident[0]).update(state="SUCCEEDED")
+        Task.objects.filter(id=incident[1]).update(business_key="elsewhere")
+        [newcomer] = seed_incident(
+            namespace_id=world["namespace_id"], queue_id=world["queue_id"], count=1, label="drift"
+        )
         _, batch = new_batch(
             console, action="review", scope="all", business_key_prefix="drift:", counted_review="5"
         )
-        assert batch is not None and batch.items.count() == 3
+        assert batch is not None
+        assert set(batch.items.values_list("task_id", flat=True)) == {*incident[2:], newcomer}
         page = console.get(f"/batches/{batch.id}").text
         said = text_of(element(page, r'<p id="count-change">.*?</p>'))
         assert said.startswith(
-            "5 counted, 3 frozen: 2 stopped matching the filter between the count and the freeze"
+            "5 counted, 4 frozen: 2 stopped matching the filter between the count and the "
+            "freeze (their state or fields changed meanwhile). 1 started matching"
         )
+        state = text_of(element(page, r'<tr data-stopped="state">.*?</tr>'))
+        assert "Its state changed" in state and "(now SUCCEEDED)" in state
+        assert f'href="/tasks/{incident[0]}"' in element(page, r'<tr data-stopped="state">.*?</tr>')
+        renamed = element(page, r'<tr data-stopped="filter">.*?</tr>')
+        assert "no longer matches the filter" in text_of(renamed)
+        assert f'href="/tasks/{incident[1]}"' in renamed
 
 
 def test_progress_before_approval_claims_nothing_settled_or_on_its_way(
@@ -483,6 +498,8 @@ def test_progress_before_approval_claims_nothing_settled_or_on_its_way(
     assert "settled" not in shown and "On their way" not in shown
     assert "Nothing is sent before it is approved: then 2 tasks will be sent." in shown
     assert "1 task is left out (not eligible)." in shown
+
+
 def test_a_changed_decision_shows_the_result_as_its_author_typed_it(
     orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
 ) -> None:
@@ -501,3 +518,21 @@ def test_a_changed_decision_shows_the_result_as_its_author_typed_it(
         assert html.escape(typed, quote=True) in shown, shown
         batch.refresh_from_db()
         assert json.loads(batch.decided["result"]) == {"lost": "{{business_key}}", "checked": True}
+
+
+def test_a_retry_batch_verifies_then_decides_with_the_single_retrys_fields(
+    orbit_server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    with signed_in(orbit_server.url, people["supervisor"]) as console:
+        _, batch = new_batch(
+            console, verified=False, action="retry", task=[world["tasks"]["failed"]]
+        )
+        assert batch is not None
+        page = console.get(f"/batches/{batch.id}").text
+        assert 'name="checked_business_key"' in page and 'name="budget_value"' not in page
+        verify(console, batch)
+        page = console.get(f"/batches/{batch.id}").text
+        form = element(page, r'<form method="post" action="/batches/[^"]+/decide".*?</form>')
+        for name in ("reason", "evidence_ref", "budget_value", "budget_unit", "available_at"):
+            assert f'name="{name}"' in form
+        assert '<button type="submit" class="primary">Next: confirm</button>' in form

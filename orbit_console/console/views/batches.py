@@ -43,6 +43,12 @@ SAMPLE = 10
 READERS = 8
 LIST_PAGE = 100
 DEFAULT_STATES = {"review": ("NEEDS_REVIEW",), "retry": ("FAILED", "CANCELLED")}
+# What "every task matching" counted, kept in the session (the latest count only, up to this
+# many ids) so that the freeze names the tasks that stopped matching meanwhile, and why; a
+# larger count is explained by its number only. At most STOPPED_READ of them are read again.
+COUNTED = "orbit.batch.counted"
+COUNTED_KEPT = 1000
+STOPPED_READ = 50
 FILTER_NAMES = (
     "state",
     "queue_id",
@@ -107,6 +113,45 @@ async def _read_all(orbit: OrbitClient, task_ids: list[str]) -> list[batches.See
     return list(await asyncio.gather(*(read(task_id) for task_id in task_ids)))
 
 
+def _filter_key(values: dict[str, Any]) -> str:
+    """The filter, as one comparable string (a count is of one filter)."""
+    return json.dumps(
+        {name: str(values.get(name) or "") for name in ("namespace", *FILTER_NAMES)},
+        sort_keys=True,
+    )
+
+
+async def _stopped(
+    orbit: OrbitClient, action: str, values: dict[str, Any], gone: list[str]
+) -> dict[str, Any]:
+    """Why each counted task that the freeze no longer found matching stopped matching, read
+    again now: {reason: {"count": n, "tasks": [[id, state], ...]}} (reasons: ``not_found``,
+    ``state``, ``effect_uncertain``, ``filter``: its other fields changed; ``unread``: more
+    than ``STOPPED_READ`` of them)."""
+    states = _action_states(action, values)
+    found: dict[str, Any] = {}
+
+    def add(reason: str, task_id: str, state: str) -> None:
+        entry = found.setdefault(reason, {"count": 0, "tasks": []})
+        entry["count"] += 1
+        if len(entry["tasks"]) < SAMPLE:
+            entry["tasks"].append([task_id, state])
+
+    for seen in await _read_all(orbit, gone[:STOPPED_READ]):
+        task = seen.task
+        if task is None:
+            add("not_found", seen.task_id, "")
+        elif task.state not in states:
+            add("state", task.id, task.state)
+        elif action == "retry" and task.effect_uncertain:
+            add("effect_uncertain", task.id, task.state)
+        else:
+            add("filter", task.id, task.state)
+    for task_id in gone[STOPPED_READ:]:
+        add("unread", task_id, "")
+    return found
+
+
 def _filtered(person: Person, data: QueryDict) -> tuple[dict[str, Any], OrbitCredential]:
     """The work queue's filter in ``data`` (an invalid one filters nothing, as on the work
     queue), and the credential of its namespace (else the person's first)."""
@@ -138,6 +183,7 @@ async def batch_matching(request: HttpRequest) -> HttpResponse:
     counts: list[dict[str, Any]]
     if request.GET.get("scope") == "ticked":
         counts = [{"action": action, "count": None, "over": False} for action in actions]
+        await request.session.apop(COUNTED, None)
     else:
         async with orbit_client(credential) as orbit:
             found = await asyncio.gather(*(_matching(orbit, a, values) for a in actions))
@@ -145,6 +191,8 @@ async def batch_matching(request: HttpRequest) -> HttpResponse:
             {"action": action, "count": len(ids), "over": len(ids) > limit}
             for action, ids in zip(actions, found, strict=True)
         ]
+        kept = {a: ids for a, ids in zip(actions, found, strict=True) if len(ids) <= COUNTED_KEPT}
+        await request.session.aset(COUNTED, {"filter": _filter_key(values), "ids": kept})
     return await arender(
         request,
         "console/partials/batch_matching.html",
@@ -179,6 +227,12 @@ async def batch_new(request: HttpRequest) -> HttpResponse:
             messages.error(request, _("No task matching this filter can take this action."))
             return HttpResponseRedirect(back)
         seen = await _read_all(orbit, task_ids)
+        stopped = None
+        counted_ids = await _counted_ids(request, action, values) if everything else None
+        if counted_ids is not None:
+            now = set(task_ids)
+            gone = [task_id for task_id in counted_ids if task_id not in now]
+            stopped = await _stopped(orbit, action, values, gone)
     if not any(entry.task for entry in seen):
         messages.error(request, _("None of the selected tasks can be read with your credential."))
         return HttpResponseRedirect(back)
@@ -188,6 +242,8 @@ async def batch_new(request: HttpRequest) -> HttpResponse:
     if everything and counted.isdigit() and len(counted) <= 6:
         # What the offer counted, so that the batch page explains any difference (issue 30).
         selection["counted"] = int(counted)
+        if stopped is not None and counted_ids is not None and len(counted_ids) == int(counted):
+            selection["stopped"] = stopped
     try:
         batch = await sync_to_async(batches.batch_create)(
             action=action,
@@ -200,6 +256,18 @@ async def batch_new(request: HttpRequest) -> HttpResponse:
         messages.error(request, str(refused))
         return HttpResponseRedirect(back)
     return HttpResponseRedirect(reverse("console:batch", args=[batch.id]))
+
+
+async def _counted_ids(
+    request: HttpRequest, action: str, values: dict[str, Any]
+) -> list[str] | None:
+    """The ids the latest count of this very filter found for ``action`` (taken: a count
+    explains one freeze), or ``None``."""
+    kept = await request.session.apop(COUNTED, None)
+    if not isinstance(kept, dict) or kept.get("filter") != _filter_key(values):
+        return None
+    ids = kept.get("ids", {}).get(action)
+    return [str(task_id) for task_id in ids] if isinstance(ids, list) else None
 
 
 def _visible(person: Person, batch_id: str) -> Batch:
@@ -462,12 +530,16 @@ async def batch_confirm_view(request: HttpRequest, batch_id: str) -> HttpRespons
     batch = await sync_to_async(_visible)(person, batch_id)
     _author(person, batch)
     here = reverse("console:batch", args=[batch.id])
-    if batch.state != BatchState.DRAFT or not batch.decision:
-        # Not a mistake of this form: the step is not open (said as the service says it).
-        try:
-            await sync_to_async(batches.batch_submit)(batch, person=person.user, typed_count=-1)
-        except ProposalRefused as refused:
-            messages.error(request, str(refused))
+    # Not a mistake of this form: the step is not open (said as the service says it).
+    if batch.state != BatchState.DRAFT:
+        messages.error(
+            request,
+            _("This batch is %(state)s: that step is not open.")
+            % {"state": batch.get_state_display()},
+        )
+        return HttpResponseRedirect(here)
+    if not batch.decision:
+        messages.error(request, _("Decide first."))
         return HttpResponseRedirect(here)
     eligible = await sync_to_async(lambda: batches.eligible_items(batch).count())()
     form = wizard_forms.BatchConfirmForm(request.POST, eligible=eligible)

@@ -357,6 +357,9 @@ STORAGES = {
 ORBIT_IDEMPOTENCY_RETENTION_HOURS = env_int("ORBIT_IDEMPOTENCY_RETENTION_HOURS", 7 * 24, minimum=1)
 # RT7: the hint sent with 429 QUEUE_FULL / APPLICATION_FULL.
 ORBIT_RETRY_AFTER_MS = env_int("ORBIT_RETRY_AFTER_MS", 1000, minimum=1)
+# GET /v1/tasks?count=true counts at most this many tasks; past it the total is a lower bound
+# (docs/api.md "The task list": a COUNT of bounded cost).
+ORBIT_TASK_COUNT_CAP = env_int("ORBIT_TASK_COUNT_CAP", 10_000, minimum=1)
 
 # --- The console ----------------------------------------------------------------------------
 # Where the console finds the recovery API. ORBIT_API_URL points at an external Orbit; unset,

@@ -39,6 +39,14 @@ class FindTask(forms.Form):
         label=_("Find a task by id"),
         max_length=300,
         help_text=_("The whole id, 32 characters: the Copy button beside an id copies it."),
+        # On a phone the label gives way to this (static/css/console.css).
+        widget=forms.TextInput(
+            attrs={
+                "placeholder": _("Find a task by id"),
+                "autocomplete": "off",
+                "spellcheck": "false",
+            }
+        ),
     )
 
     def clean_find(self) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.core import signing
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -155,8 +156,6 @@ TASK_ORDERS = {
     "updated_asc": ("updated_at", False),
 }
 DEFAULT_TASK_ORDER = "created_desc"
-# A total is counted up to this many tasks; past it the list says "more than" (bounded cost).
-TASK_COUNT_CAP = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,13 +306,14 @@ def tasks_page(
     if not count:
         return page
     # SELECT COUNT(*) over at most the cap plus one rows: past the cap, "more than".
-    counted = tasks.order_by()[: TASK_COUNT_CAP + 1].count()
+    cap = settings.ORBIT_TASK_COUNT_CAP
+    counted = tasks.order_by()[: cap + 1].count()
     return TaskPage(
         page.tasks,
         page.next_cursor,
         page.prev_cursor,
-        total=min(counted, TASK_COUNT_CAP),
-        total_exact=counted <= TASK_COUNT_CAP,
+        total=min(counted, cap),
+        total_exact=counted <= cap,
     )
 
 

@@ -203,3 +203,22 @@ def test_the_queue_counts_sorts_and_pages_both_ways(
     assert shown() == newest_first[::-1][:25]
     expect(review.get_by_role("link", name="Newer")).to_be_visible()
     expect(review.get_by_role("link", name="Older")).to_have_count(0)
+
+
+def test_past_the_cap_the_queue_says_more_than(
+    page: Page, world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    from orbit_console.ledger.models import Task
+
+    assert Task.objects.filter(namespace_id=world["namespace_id"], state="CANCELLED").count() == 1
+    capped = DaphneServer("orbit-capped", env={"ORBIT_TASK_COUNT_CAP": "1"}).start()
+    try:
+        sign_in(page, capped, people["operator"])
+        page.goto(f"{capped.url}/")
+        heading = page.locator("#section-review")
+        expect(heading).to_contain_text("more than 1 tasks")
+        page.goto(f"{capped.url}/?state=CANCELLED")  # one cancelled task: exactly the cap
+        expect(page.locator("#section-list")).to_contain_text("CANCELLED · 1 task")
+        expect(page.locator("#section-list")).not_to_contain_text("more than")
+    finally:
+        capped.stop()

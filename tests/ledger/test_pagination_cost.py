@@ -398,7 +398,7 @@ def test_reading_back_to_the_start_gives_the_whole_first_page(
 
 
 def test_the_total_is_counted_to_a_cap(
-    deep_world: dict[str, Any], live_db: None, monkeypatch: pytest.MonkeyPatch
+    deep_world: dict[str, Any], live_db: None, settings: Any
 ) -> None:
     """Issue 30: a total count of bounded cost: past the cap it is "at least"."""
     credential = admin_credential(deep_world)
@@ -406,7 +406,7 @@ def test_the_total_is_counted_to_a_cap(
     exact = Task.objects.filter(namespace_id=credential.namespace_id, state=TaskState.FAILED)
     page = selectors.tasks_page(credential, failed, limit=LIMIT, cursor=None, count=True)
     assert (page.total, page.total_exact) == (exact.count(), True)
-    monkeypatch.setattr(selectors, "TASK_COUNT_CAP", 100)
+    settings.ORBIT_TASK_COUNT_CAP = 100
     with CaptureQueriesContext(connection) as captured:
         page = selectors.tasks_page(credential, failed, limit=LIMIT, cursor=None, count=True)
     assert (page.total, page.total_exact) == (100, False)

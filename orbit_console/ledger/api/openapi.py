@@ -15,7 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from orbit_console.ledger.models import TaskState
-from orbit_console.ledger.selectors import TASK_COUNT_CAP, TASK_ORDERS
+from orbit_console.ledger.selectors import TASK_ORDERS
 from orbit_console.lib.recovery_rules import (
     MAX_EVIDENCE_REF_CHARS,
     MAX_REASON_CHARS,
@@ -517,8 +517,9 @@ def _paths() -> dict[str, Any]:
                         parameter(
                             "count", "query", {"type": "string", "enum": ["true", "false"]}, False
                         ),
-                        f"true: the page carries total, the tasks matching, counted up to "
-                        f"{TASK_COUNT_CAP} (total_exact false past it).",
+                        "true: the page carries total, the tasks matching, counted up to a "
+                        "cap (ORBIT_TASK_COUNT_CAP, 10000 by default); past it total is the "
+                        "cap and total_exact false.",
                     ),
                     LIMIT,
                     _described(

@@ -4,53 +4,19 @@ the task page says a proposal waits (and offers no second one); a supervisor see
 navigation, live, how many proposals wait for them, lands on the approvals when any do, and
 after deciding one is told which waits next."""
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from orbit_console.decisions.models import FollowUp, Submission, SubmissionState
-from orbit_console.decisions.submissions import submission_create
 from tests.approvals.conftest import propose_review
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import retried_until_it_ended, sign_in
 from tests.browser.test_one_truth import crew, four_eyes  # noqa: F401
 from tests.console.web import signed_in
-from tests.support.orbit import CANCELLED_REVISION
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
 pytestmark = pytest.mark.browser
-
-
-def retried_until_it_ended(world: dict[str, Any], operator: TestPerson, state: str) -> str:
-    """The seeded CANCELLED task, retried through the console, its new task followed until it
-    ended in ``state``: the new task's id (the console's record, as the follow-up leaves it)."""
-    successor = world["tasks"]["succeeded"]
-    submission = submission_create(
-        action="retry",
-        task_id=world["tasks"]["cancelled"],
-        queue_id=world["queue_id"],
-        expected_revision=CANCELLED_REVISION,
-        body="{}",
-        created_by=operator.user,
-    ).submission
-    now = timezone.now()
-    Submission.objects.filter(id=submission.id).update(
-        state=SubmissionState.SUCCEEDED, result_task_id=successor, resolved_at=now
-    )
-    FollowUp.objects.create(
-        submission_id=submission.id,
-        task_id=successor,
-        namespace_id=world["namespace_id"],
-        state=state,
-        revision=3,
-        seen_at=now,
-        ended_at=now,
-        deadline=now + timedelta(hours=1),
-    )
-    return successor
 
 
 def test_the_queue_and_the_task_page_show_a_pending_proposal_and_a_retry_outcome(

@@ -14,6 +14,7 @@ from websockets.typing import Origin
 
 from orbit_console.decisions.models import Submission
 from tests.approvals.conftest import decide, propose_review
+from tests.approvals.test_proposals import batch_step, propose_batch
 from tests.console.web import signed_in
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
@@ -76,3 +77,38 @@ def test_my_decisions_hears_a_new_proposal_and_the_decision_it_became(
     assert 'data-live-list="decision-rows"' in pushed
     assert f"approved by {supervisor.username}" in pushed
     assert heard == []  # another operator hears nothing of it
+
+
+def test_my_decisions_lists_a_proposed_batch_and_drops_it_live_once_rejected(
+    approvals_server: DaphneServer, crew: dict[str, TestPerson], world: dict[str, Any]
+) -> None:
+    """A batch waiting for approval is listed on its author's "My decisions" (it was left out);
+    rejected by a supervisor, its row is dropped live."""
+    server = approvals_server
+    operator = crew["operator"]
+    tasks = [world["tasks"]["needs_review"], world["tasks"]["needs_review_2"]]
+    url = server.url.replace("http://", "ws://", 1) + "/ws/decisions"
+    with signed_in(server.url, operator) as console:
+        batch_id = propose_batch(console, tasks)
+        page = console.get("/decisions").text
+    listed = re.search(rf'<li id="waiting-batch-{batch_id}".*?</li>', page, re.DOTALL)
+    assert listed is not None, "the proposed batch is not listed"
+    assert "pending approval" in listed.group(0) and "2 tasks" in listed.group(0)
+
+    async def scenario() -> list[str]:
+        cookie = f"sessionid={await asyncio.to_thread(session_cookie, operator.user)}"
+        socket = await connect(
+            url, origin=Origin(server.url), additional_headers={"Cookie": cookie}
+        )
+        try:
+            with signed_in(server.url, crew["supervisor"]) as console:
+                await asyncio.to_thread(
+                    batch_step, console, batch_id, "reject", reason="Not this way"
+                )
+            return await heard_until(socket, f'id="waiting-batch-{batch_id}"[^>]*data-live-gone')
+        finally:
+            await socket.close()
+
+    assert asyncio.run(scenario())
+    with signed_in(server.url, operator) as console:
+        assert f"waiting-batch-{batch_id}" not in console.get("/decisions").text

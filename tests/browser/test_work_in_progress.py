@@ -50,6 +50,12 @@ def test_the_queue_and_the_task_page_show_a_pending_proposal_and_a_retry_outcome
     expect(page.get_by_role("link", name="Propose a review")).to_have_count(0)
     expect(page.locator("#recovery-panel")).to_contain_text("waiting for approval")
     expect(page.locator("#decision-pending")).to_contain_text("pending approval")
+    # The wizard's address, opened anyway, says so at once (it took three steps to learn).
+    page.goto(f"{four_eyes.url}/tasks/{task_id}/review")
+    expect(page.locator("h1")).to_have_text("This task cannot be reviewed now")
+    expect(page.locator("main")).to_contain_text(
+        f"made by {operator.username}, is waiting for a supervisor's approval"
+    )
 
 
 def test_a_supervisor_sees_what_waits_lands_there_and_is_told_what_waits_next(

@@ -93,3 +93,15 @@ def row_marks(task_ids: Iterable[str]) -> RowMarks:
         for s in retries
     }
     return RowMarks(pending, retried)
+
+
+def pending_proposal_on(task_id: str) -> Proposal | None:
+    """The proposal waiting for approval on the task, if any (the newest; one per revision)."""
+    return (
+        Proposal.objects.filter(
+            task_id=task_id, state=ProposalState.PENDING, expires_at__gt=timezone.now()
+        )
+        .select_related("proposed_by")
+        .order_by("-created_at")
+        .first()
+    )

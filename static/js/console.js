@@ -682,38 +682,40 @@
 
 
 // --- Back never shows a stale page as live (issue 30) --------------------------------------------
-// A page with live parts that the browser brings back from its caches (Back or Forward: the
-// back/forward cache, or the HTTP cache, which keeps the HTML as it was) shows what was true
-// then under a badge that would say "live" again. Such a page loads afresh instead; a wizard
-// step, which holds what the person typed, stays and asks its live parts again.
+// A page with live parts that the browser brings back on Back or Forward shows what was true
+// then. From the HTTP cache (nothing transferred) its scripts run afresh: its sockets open and
+// catch up on their own (the timeline, the lists), and its live parts ask again at once (the task
+// page's summary, a wizard's notes, the navigation's count). From the back/forward cache, with
+// its old sockets gone, the page loads again from its address — except a wizard step, which
+// holds what the person typed: it stays and asks its live parts again.
 (function () {
   "use strict";
 
   function live() { return document.querySelector("[ws-connect]:not([data-listen-approvals])"); }
 
-  function resyncOrReload() {
-    if (!live()) { return; }
-    document.querySelectorAll(".flag.live").forEach(function (badge) {
-      badge.textContent = badge.dataset.reconnecting || badge.textContent;
-      badge.dataset.state = "reconnecting";
+  function askAgain() {
+    ["orbit:task-moved", "orbit:task-noted", "orbit:approvals-moved"].forEach(function (name) {
+      document.body.dispatchEvent(new CustomEvent(name));
     });
-    if (document.querySelector("form[data-keeps-draft]")) {
-      document.body.dispatchEvent(new CustomEvent("orbit:task-moved"));
-      document.body.dispatchEvent(new CustomEvent("orbit:task-noted"));
-      return;
-    }
-    window.location.reload();
   }
 
-  function cameBack() {
+  function cameBackFromTheCache() {
     try {
       var navigation = performance.getEntriesByType("navigation")[0];
-      // Brought back from the HTTP cache (nothing transferred): the HTML is as it was.
       return !!navigation && navigation.type === "back_forward" && navigation.transferSize === 0;
     } catch (e) { return false; }
   }
 
   window.addEventListener("pageshow", function (event) {
-    if (event.persisted || cameBack()) { resyncOrReload(); }
+    if (!live()) { return; }
+    if (event.persisted) {
+      document.querySelectorAll(".flag.live").forEach(function (badge) {
+        badge.textContent = badge.dataset.reconnecting || badge.textContent;
+        badge.dataset.state = "reconnecting";
+      });
+      if (document.querySelector("form[data-keeps-draft]")) { askAgain(); } else { window.location.reload(); }
+    } else if (cameBackFromTheCache()) {
+      askAgain();
+    }
   });
 })();

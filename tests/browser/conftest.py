@@ -6,10 +6,12 @@ error on any of them fails the test at teardown (strict CSP, no inline scripts o
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
+from django.utils import timezone
 from playwright.sync_api import (
     Browser,
     BrowserContext,
@@ -21,11 +23,17 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from orbit_console.decisions.models import Submission
+from orbit_console.decisions.models import FollowUp, Submission, SubmissionState
 from orbit_console.decisions.proposals import proposal_create
 from orbit_console.decisions.submissions import submission_create
 from tests.console.web import review_through_console, signed_in
-from tests.support.orbit import RETRY_REVISION, REVIEW_REVISION, bearer, review_body
+from tests.support.orbit import (
+    CANCELLED_REVISION,
+    RETRY_REVISION,
+    REVIEW_REVISION,
+    bearer,
+    review_body,
+)
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
@@ -246,3 +254,32 @@ def history(
         "pending": pending,
         "proposal": proposal,
     }
+
+
+def retried_until_it_ended(world: dict[str, Any], operator: TestPerson, state: str) -> str:
+    """The seeded CANCELLED task, retried through the console, its new task followed until it
+    ended in ``state``: the new task's id (the console's record, as the follow-up leaves it)."""
+    successor = world["tasks"]["succeeded"]
+    submission = submission_create(
+        action="retry",
+        task_id=world["tasks"]["cancelled"],
+        queue_id=world["queue_id"],
+        expected_revision=CANCELLED_REVISION,
+        body="{}",
+        created_by=operator.user,
+    ).submission
+    now = timezone.now()
+    Submission.objects.filter(id=submission.id).update(
+        state=SubmissionState.SUCCEEDED, result_task_id=successor, resolved_at=now
+    )
+    FollowUp.objects.create(
+        submission_id=submission.id,
+        task_id=successor,
+        namespace_id=world["namespace_id"],
+        state=state,
+        revision=3,
+        seen_at=now,
+        ended_at=now,
+        deadline=now + timedelta(hours=1),
+    )
+    return successor

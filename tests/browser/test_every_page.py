@@ -3,8 +3,9 @@ at 390 px, axe-core (the accessibility engine of Deque, run in the page) finds n
 critical violation, and no page in 简体中文 shows an English sentence of the console's catalogue
 (one that reached the page without being translated). Each role sees the pages it works with,
 filled with a seeded world's history: an applied review (its timeline carries sha256 links), an
-open submission, a pending proposal, the platform's operation detail, the approvals queue and
-the explorer, a wizard's steps and the error pages."""
+open submission, a pending proposal (and its task's banner), a task retried until its new task
+ended (the queue's mark), a finished batch, the platform's operation detail, the approvals queue
+and the explorer, a wizard's steps, a page whose session has expired and the error pages."""
 
 import gettext
 import json
@@ -14,10 +15,11 @@ from typing import Any, Literal
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from playwright.sync_api import Page, expect
 
 from orbit_console.lib.ids import new_id
-from tests.browser.conftest import next_step, sign_in, tick_all_checks
+from tests.browser.conftest import next_step, retried_until_it_ended, sign_in, tick_all_checks
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
@@ -87,6 +89,10 @@ def pages_of(role: str, world: dict[str, Any], history: dict[str, Any]) -> list[
         f"/submissions/{applied.id}",
         f"/submissions/{history['pending'].id}",
         f"/proposals/{history['proposal'].id}",
+        # Issue 30's states: a task with a proposal pending (its banner), a task retried until
+        # its new task ended (the queue's mark "retried → SUCCEEDED" is on "/").
+        f"/tasks/{world['tasks']['failed']}",
+        f"/tasks/{world['tasks']['cancelled']}",
         "/decisions",
         f"/tasks/{new_id()}",  # not found
     ]
@@ -164,6 +170,21 @@ def problems_of(page: Page, language: str = "en") -> list[str]:
     return found
 
 
+def problems_once_signed_out(
+    page: Page, server: DaphneServer, world: dict[str, Any], language: str
+) -> dict[str, list[str]]:
+    """An expired session's page (issue 30): a task page whose session has ended on the server
+    says so when the tab comes back into view (it asks ``/session``), its badges "signed out"."""
+    page.goto(f"{server.url}/tasks/{world['tasks']['failed']}")
+    expect(page.locator("header.topbar")).to_be_visible()
+    [key] = [c["value"] for c in page.context.cookies() if c["name"] == "sessionid"]
+    Session.objects.filter(session_key=key).delete()
+    page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+    expect(page.locator("#session-sign-in")).to_be_visible()
+    found = problems_of(page, language)
+    return {f"{language} expired session": found} if found else {}
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("role", ["operator", "supervisor", "auditor"])
 def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
@@ -179,6 +200,7 @@ def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
     """In the light theme and in the dark one a browser that prefers it gets (issue 30): axe
     checks the colours' contrast in both."""
     history = {**history, "batch_pages": batch_pages}
+    retried_until_it_ended(world, people["operator"], "SUCCEEDED")
     page.set_viewport_size(PHONE)
     page.emulate_media(color_scheme=scheme)
     problems: dict[str, list[str]] = {}
@@ -198,6 +220,7 @@ def test_every_page_fits_a_phone_and_has_no_serious_accessibility_violation(
         if role != "auditor":
             wizard = f"{orbit_server.url}/tasks/{world['tasks']['needs_review_2']}/review"
             problems.update(problems_along_the_wizard(page, wizard, language))
+        problems.update(problems_once_signed_out(page, orbit_server, world, language))
     assert problems == {}, json.dumps(problems, indent=1, ensure_ascii=False)
 
 

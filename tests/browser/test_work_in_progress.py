@@ -4,53 +4,19 @@ the task page says a proposal waits (and offers no second one); a supervisor see
 navigation, live, how many proposals wait for them, lands on the approvals when any do, and
 after deciding one is told which waits next."""
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from orbit_console.decisions.models import FollowUp, Submission, SubmissionState
-from orbit_console.decisions.submissions import submission_create
 from tests.approvals.conftest import propose_review
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import retried_until_it_ended, sign_in
 from tests.browser.test_one_truth import crew, four_eyes  # noqa: F401
 from tests.console.web import signed_in
-from tests.support.orbit import CANCELLED_REVISION
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
 pytestmark = pytest.mark.browser
-
-
-def retried_until_it_ended(world: dict[str, Any], operator: TestPerson, state: str) -> str:
-    """The seeded CANCELLED task, retried through the console, its new task followed until it
-    ended in ``state``: the new task's id (the console's record, as the follow-up leaves it)."""
-    successor = world["tasks"]["succeeded"]
-    submission = submission_create(
-        action="retry",
-        task_id=world["tasks"]["cancelled"],
-        queue_id=world["queue_id"],
-        expected_revision=CANCELLED_REVISION,
-        body="{}",
-        created_by=operator.user,
-    ).submission
-    now = timezone.now()
-    Submission.objects.filter(id=submission.id).update(
-        state=SubmissionState.SUCCEEDED, result_task_id=successor, resolved_at=now
-    )
-    FollowUp.objects.create(
-        submission_id=submission.id,
-        task_id=successor,
-        namespace_id=world["namespace_id"],
-        state=state,
-        revision=3,
-        seen_at=now,
-        ended_at=now,
-        deadline=now + timedelta(hours=1),
-    )
-    return successor
 
 
 def test_the_queue_and_the_task_page_show_a_pending_proposal_and_a_retry_outcome(
@@ -84,6 +50,12 @@ def test_the_queue_and_the_task_page_show_a_pending_proposal_and_a_retry_outcome
     expect(page.get_by_role("link", name="Propose a review")).to_have_count(0)
     expect(page.locator("#recovery-panel")).to_contain_text("waiting for approval")
     expect(page.locator("#decision-pending")).to_contain_text("pending approval")
+    # The wizard's address, opened anyway, says so at once (it took three steps to learn).
+    page.goto(f"{four_eyes.url}/tasks/{task_id}/review")
+    expect(page.locator("h1")).to_have_text("This task cannot be reviewed now")
+    expect(page.locator("main")).to_contain_text(
+        f"made by {operator.username}, is waiting for a supervisor's approval"
+    )
 
 
 def test_a_supervisor_sees_what_waits_lands_there_and_is_told_what_waits_next(

@@ -8,15 +8,15 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
-from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_GET
 
 from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
 from orbit_console.console.availability import retry_availability, review_availability
 from orbit_console.console.views.common import arender, console_view, task_client
+from orbit_console.console.waiting import pending_proposal_on
 from orbit_console.decisions.followups import followup_observe
-from orbit_console.decisions.models import Proposal, ProposalState, Submission
+from orbit_console.decisions.models import Proposal, Submission
 from orbit_console.lib.ids import is_id
 from orbit_console.people.person import Person
 
@@ -109,12 +109,5 @@ def _console_decisions_of(task_id: str) -> tuple[list[Submission], Proposal | No
         .select_related("created_by", "sent_as", "followup")
         .order_by("-created_at")[:20]
     )
-    pending = (
-        Proposal.objects.filter(
-            task_id=task_id, state=ProposalState.PENDING, expires_at__gt=timezone.now()
-        )
-        .select_related("proposed_by")
-        .order_by("-created_at")
-        .first()
-    )
+    pending = pending_proposal_on(task_id)
     return submissions, pending

@@ -43,6 +43,7 @@ from orbit_console.console.views.common import (
 )
 from orbit_console.console.views.drafts import keeps_draft, take_draft
 from orbit_console.console.views.tasks import task_id_or_404
+from orbit_console.console.waiting import pending_proposal_on
 from orbit_console.decisions.proposals import proposal_create
 from orbit_console.decisions.submissions import submission_create, submission_send
 from orbit_console.lib import strictjson
@@ -170,6 +171,16 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
             return await _resume(request, wizard, task_id, _query_dict(draft.fields))
         task = await _read_task(request, task_id, step_index=0)
         availability = wizard.availability(task, person)
+        waiting = await sync_to_async(pending_proposal_on)(task.id)
+        if waiting is not None:
+            # Issue 30: a second person learned only after three steps that nothing was sent.
+            availability.reasons.append(
+                _(
+                    "A proposal on this task, made by %(who)s, is waiting for a supervisor's "
+                    "approval: nothing else is decided on it until it is approved or rejected."
+                )
+                % {"who": waiting.proposed_by.get_username()}
+            )
         if not availability.allowed:
             context = {"wizard": wizard, "task": task, "availability": availability}
             return await arender(request, "console/wizard_unavailable.html", context, status=409)

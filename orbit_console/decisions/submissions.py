@@ -42,6 +42,7 @@ from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import CONSOLE_EVENT_MESSAGE, publish_on_commit, task_group
 from orbit_console.lib.rows import Rows
+from orbit_console.lib.secretbox import unseal
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
 
@@ -226,13 +227,34 @@ async def submission_send(
         # nothing more is sent.
         return await Submission.objects.aget(id=submission.id)
     try:
-        async with orbit_client(credential) as orbit:
-            receipt = await _post(orbit, submission)
+        try:
+            async with orbit_client(credential) as orbit:
+                receipt = await _post(orbit, submission)
+        except OrbitError as error:
+            replaced = await _replaced(credential) if error.status == 401 else None
+            if replaced is None:
+                raise
+            # The person's token was replaced while this went out (a rotation: the old one is
+            # revoked as the new one is stored). The API refused it before doing anything, so
+            # the same request goes again, once, with the token the person now holds.
+            async with orbit_client(replaced) as orbit:
+                receipt = await _post(orbit, submission)
     except OutcomeUnknown as unknown:
         return await sync_to_async(_recorded)(_record_unknown, submission.id, unknown, actor)
     except OrbitError as error:
         return await sync_to_async(_recorded)(_record_error, submission.id, error, actor)
     return await sync_to_async(_recorded)(_record_receipt, submission.id, receipt, actor)
+
+
+async def _replaced(used: OrbitCredential) -> OrbitCredential | None:
+    """The sender's credential for the same namespace as it is stored now, when it holds
+    another token than ``used``; else ``None``."""
+    now = await OrbitCredential.objects.filter(
+        user_id=used.user_id, namespace_id=used.namespace_id
+    ).afirst()
+    if now is None or unseal(now.token_ciphertext) == unseal(used.token_ciphertext):
+        return None
+    return now
 
 
 def _recorded(

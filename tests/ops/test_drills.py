@@ -48,7 +48,7 @@ def start_all(*servers: DaphneServer) -> None:
     def start(server: DaphneServer) -> None:
         try:
             server.start()
-        except BaseException as error:  # noqa: BLE001 (re-raised below)
+        except BaseException as error:
             failures.append(error)
 
     threads = [threading.Thread(target=start, args=(server,)) for server in servers]

@@ -211,6 +211,24 @@ async def submission_send(
     caller has them already (the sender's own page). Returns the submission as it now stands."""
     if held is None or submission.sent_as_id != (actor.pk if actor else None):
         held = [c async for c in OrbitCredential.objects.filter(user_id=submission.sent_as_id)]
+    if (
+        submission.state != SubmissionState.UNKNOWN
+        and submission.sent_as_id is not None
+        and not await _sender_active(submission.sent_as_id)
+    ):
+        # A person disabled after deciding: a decision the API surely does not hold goes out no
+        # more in their name, and is told, not dropped (issue 34, permission revocation). One
+        # whose outcome is unknown is sent again: the API may hold it already, and only asking
+        # with the same idempotency key finds out.
+        return await sync_to_async(_recorded)(
+            _resolve,
+            submission.id,
+            SubmissionState.REJECTED,
+            "submission.rejected",
+            actor=actor,
+            error_code="SENDER_DISABLED",
+            error_message="the person who decided was disabled before it was sent",
+        )
     credential = sending_credential(submission, held)
     if credential is None:
         return await sync_to_async(_recorded)(
@@ -244,6 +262,10 @@ async def submission_send(
     except OrbitError as error:
         return await sync_to_async(_recorded)(_record_error, submission.id, error, actor)
     return await sync_to_async(_recorded)(_record_receipt, submission.id, receipt, actor)
+
+
+async def _sender_active(user_id: int) -> bool:
+    return await User.objects.filter(pk=user_id, is_active=True).aexists()
 
 
 async def _replaced(used: OrbitCredential) -> OrbitCredential | None:

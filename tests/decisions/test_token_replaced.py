@@ -1,7 +1,10 @@
-"""A decision on its way out while the person's Orbit token is replaced (issue 34, credential
-rotation). Replacing a token revokes the old one as the new one is stored; a send that
-left with the old token was refused (401) and the decision rejected. Found by
-``bench/drills/rotation.py``: one decision of 173 rejected under load."""
+"""Decisions on their way out while the person's access changes (issue 34).
+
+The person's Orbit token replaced (credential rotation): replacing a token revokes the old one
+as the new one is stored; a send that left with the old token was refused (401) and the
+decision rejected (found by ``bench/drills/rotation.py``: one decision of 173 under load). The
+person disabled, or their credential revoked (``bench/drills/revocation.py``): the decision is
+rejected and says why, never dropped."""
 
 import json
 from typing import Any
@@ -61,3 +64,21 @@ def test_a_decision_sent_with_a_revoked_token_and_no_other_is_rejected_and_says_
 
     assert sent.state == SubmissionState.REJECTED
     assert sent.http_status == 401 and sent.error_code
+
+
+def test_a_stored_decision_of_a_person_disabled_before_it_was_sent_is_rejected_and_says_why(
+    settings: SettingsWrapper, orbit_server: DaphneServer, world: dict[str, Any], live_db: None
+) -> None:
+    """Found by ``bench/drills/revocation.py``: the reconciler sent it in the disabled person's
+    name, with the credential the console still held."""
+    settings.ORBIT_API_URL = orbit_server.url
+    operator = make_person(world, "operator")
+    submission = stored_review(world, operator.user)
+    operator.user.is_active = False
+    operator.user.save(update_fields=["is_active"])
+
+    sent = async_to_sync(submission_send)(submission, actor=None)
+
+    assert sent.state == SubmissionState.REJECTED
+    assert sent.error_code == "SENDER_DISABLED" and sent.error_message
+    assert not OperationAudit.objects.filter(task_id=submission.task_id, action="task.review")

@@ -221,9 +221,11 @@ def retire_report() -> list[KeyUse]:
 def reseal_all(*, batch: int = 200) -> dict[str, int]:
     """Encrypt every stored ciphertext again under the first ``ORBIT_TOKEN_KEYS`` key, a batch
     of rows per transaction (each row locked while it is rewritten, so that a token stored at
-    the same moment is not overwritten with the old one). How many rows of each kind changed."""
+    the same moment is not overwritten with the old one). How many rows of each kind changed,
+    and (under ``UNREADABLE``) how many no configured key opens: those are left as they are."""
     current = secretbox.key_ids()[0]
     changed: dict[str, int] = {}
+    unreadable = 0
     for what, model, column in SEALED:
         changed[what] = 0
         last = None
@@ -234,11 +236,16 @@ def reseal_all(*, batch: int = 200) -> dict[str, int]:
                     rows = rows.filter(pk__gt=last)
                 chunk = list(rows.values_list("pk", column)[:batch])
                 for pk, ciphertext in chunk:
-                    if secretbox.opened_by(ciphertext) == current:
+                    opened = secretbox.opened_by(ciphertext)
+                    if opened is None:
+                        unreadable += 1  # no configured key opens it: left as it is, counted
+                        continue
+                    if opened == current:
                         continue
                     model.objects.filter(pk=pk).update(**{column: secretbox.reseal(ciphertext)})
                     changed[what] += 1
             if len(chunk) < batch:
                 break
             last = chunk[-1][0]
+    changed[UNREADABLE] = unreadable
     return changed

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import redirect_stdout
+from contextlib import redirect_stdout, suppress
 from typing import Any
 
 import pytest
@@ -101,7 +101,8 @@ def test_an_old_token_key_is_needed_until_the_tokens_are_sealed_again(
     assert old_use["needed_by"]["Orbit tokens of people"] >= 1
     assert "reseal" in old_use["advice"]
 
-    call_command("keys", "reseal", stdout=io.StringIO())
+    with suppress(SystemExit):  # exit 1 when other tests' rows open with no key set here
+        call_command("keys", "reseal", stdout=io.StringIO())
 
     _, report = retire_check()
     assert uses_of(report, "ORBIT_TOKEN_KEYS", old_id)["retirable"]

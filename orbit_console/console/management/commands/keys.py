@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from orbit_console.console.keyuse import reseal_all, retire_report
+from orbit_console.console.keyuse import UNREADABLE, reseal_all, retire_report
 
 
 class Command(BaseCommand):
@@ -29,8 +29,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["command"] == "reseal":
             changed = reseal_all()
+            unreadable = changed.pop(UNREADABLE)
             for what, count in changed.items():
                 self.stdout.write(f"{what}: {count} re-encrypted under the current key")
+            if unreadable:
+                self.stdout.write(
+                    f"{unreadable} stored secret(s) open with no configured key and were left "
+                    "as they are: put the key that sealed them back in ORBIT_TOKEN_KEYS"
+                )
+                sys.exit(1)
             return
         report = retire_report()
         still_needed = [use for use in report if use.role != "current" and use.needed]

@@ -19,7 +19,6 @@ django_asgi_app = get_asgi_application()
 api_app = get_api_application()
 
 # Imported once Django is set up: they load models.
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
@@ -31,6 +30,7 @@ from orbit_console.events.routing import websocket_urlpatterns as api_websockets
 from orbit_console.feed.consumer import run_feed  # noqa: E402
 from orbit_console.ops.background import Background  # noqa: E402
 from orbit_console.ops.edge import Edge  # noqa: E402
+from orbit_console.ops.socketauth import SessionAuthStack  # noqa: E402
 from orbit_console.ops.sockets import OutageGuard, SessionWatch  # noqa: E402
 from orbit_console.ops.warmup import warm_up  # noqa: E402
 from orbit_console.routing import websocket_urlpatterns  # noqa: E402
@@ -55,7 +55,7 @@ router = ProtocolTypeRouter(
                     r"",
                     AllowedHostsOriginValidator(
                         OutageGuard(
-                            AuthMiddlewareStack(SessionWatch(URLRouter(websocket_urlpatterns)))
+                            SessionAuthStack(SessionWatch(URLRouter(websocket_urlpatterns)))
                         )
                     ),
                 ),

@@ -34,6 +34,11 @@ if not SECRET_KEY:
     if PRODUCTION:
         raise ImproperlyConfigured("SECRET_KEY is required when ORBIT_ENV=production")
     SECRET_KEY = local_secret(VAR_DIR / "secret_key")
+# Keys that SECRET_KEY replaced and that still verify what they signed (sessions, their sign-in
+# hashes, signed values) while a rotation rolls out: comma-separated, newest first
+# (docs/runbooks.md, "Rotating credentials"; ``manage.py keys retire-check`` says when the last
+# can go).
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 
 DEBUG = env_bool("DEBUG", default=False)
 if DEBUG and PRODUCTION:

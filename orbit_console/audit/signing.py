@@ -106,3 +106,10 @@ def verifies(key_id_: str, message: bytes, signature: str) -> bool:
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+def key_ids() -> tuple[list[str], list[str]]:
+    """The ids of the keys that sign (the first signs new checkpoints) and of those that only
+    verify (``ORBIT_AUDIT_VERIFY_KEYS`` that are not also signing keys)."""
+    signing = [key_id(key.public_key()) for key in _signing_keys()]
+    return signing, [name for name in _verify_keys() if name not in signing]

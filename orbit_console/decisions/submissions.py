@@ -50,6 +50,7 @@ from orbit_console.lib.live import (
     task_group,
 )
 from orbit_console.lib.rows import Rows
+from orbit_console.lib.secretbox import unseal
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
 
@@ -237,6 +238,24 @@ async def submission_send(
     caller has them already (the sender's own page). Returns the submission as it now stands."""
     if held is None or submission.sent_as_id != (actor.pk if actor else None):
         held = [c async for c in OrbitCredential.objects.filter(user_id=submission.sent_as_id)]
+    if (
+        submission.state != SubmissionState.UNKNOWN
+        and submission.sent_as_id is not None
+        and not await _sender_active(submission.sent_as_id)
+    ):
+        # A person disabled after deciding: a decision the API surely does not hold goes out no
+        # more in their name, and is told, not dropped (issue 34, permission revocation). One
+        # whose outcome is unknown is sent again: the API may hold it already, and only asking
+        # with the same idempotency key finds out.
+        return await sync_to_async(_recorded)(
+            _resolve,
+            submission.id,
+            SubmissionState.REJECTED,
+            "submission.rejected",
+            actor=actor,
+            error_code="SENDER_DISABLED",
+            error_message="the person who decided was disabled before it was sent",
+        )
     credential = sending_credential(submission, held)
     if credential is None:
         return await sync_to_async(_recorded)(
@@ -253,13 +272,38 @@ async def submission_send(
         # nothing more is sent.
         return await Submission.objects.aget(id=submission.id)
     try:
-        async with orbit_client(credential) as orbit:
-            receipt = await _post(orbit, submission)
+        try:
+            async with orbit_client(credential) as orbit:
+                receipt = await _post(orbit, submission)
+        except OrbitError as error:
+            replaced = await _replaced(credential) if error.status == 401 else None
+            if replaced is None:
+                raise
+            # The person's token was replaced while this went out (a rotation: the old one is
+            # revoked as the new one is stored). The API refused it before doing anything, so
+            # the same request goes again, once, with the token the person now holds.
+            async with orbit_client(replaced) as orbit:
+                receipt = await _post(orbit, submission)
     except OutcomeUnknown as unknown:
         return await sync_to_async(_recorded)(_record_unknown, submission.id, unknown, actor)
     except OrbitError as error:
         return await sync_to_async(_recorded)(_record_error, submission.id, error, actor)
     return await sync_to_async(_recorded)(_record_receipt, submission.id, receipt, actor)
+
+
+async def _sender_active(user_id: int) -> bool:
+    return await User.objects.filter(pk=user_id, is_active=True).aexists()
+
+
+async def _replaced(used: OrbitCredential) -> OrbitCredential | None:
+    """The sender's credential for the same namespace as it is stored now, when it holds
+    another token than ``used``; else ``None``."""
+    now = await OrbitCredential.objects.filter(
+        user_id=used.user_id, namespace_id=used.namespace_id
+    ).afirst()
+    if now is None or unseal(now.token_ciphertext) == unseal(used.token_ciphertext):
+        return None
+    return now
 
 
 def _recorded(

@@ -67,3 +67,9 @@ def link(key_id_: str, message: bytes) -> str:
     if key is None:
         raise UnknownKey(key_id_)
     return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def key_ids() -> list[str]:
+    """The configured keys' ids, the one that links new records first."""
+    current, ring = _keyring()
+    return [current, *(name for name in ring if name != current)]

@@ -6,6 +6,7 @@ be rotated). Without it — local use only — one key is derived from ``SECRET_
 """
 
 import base64
+import hashlib
 from functools import cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -36,6 +37,45 @@ def seal(secret: str) -> str:
 def unseal(ciphertext: str) -> str:
     try:
         return _box().decrypt(ciphertext.encode()).decode()
+    except InvalidToken:
+        raise SecretUnreadable(
+            "the stored secret cannot be decrypted with the configured keys"
+        ) from None
+
+
+def _keys() -> list[str]:
+    keys = list(settings.ORBIT_TOKEN_KEYS)
+    return keys or ["(derived from SECRET_KEY)"]
+
+
+def key_id(key: str) -> str:
+    """How a key of ``ORBIT_TOKEN_KEYS`` is named in reports: the first 16 hex digits of its
+    SHA-256 (never the key)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def key_ids() -> list[str]:
+    """The configured keys' ids, the one that encrypts first."""
+    return [key_id(key) for key in _keys()]
+
+
+def opened_by(ciphertext: str) -> str | None:
+    """The id of the first configured key that decrypts ``ciphertext`` (Fernet tokens do not
+    name their key, so each is tried), or None when none does."""
+    for key, fernet in zip(_keys(), _box()._fernets, strict=True):
+        try:
+            fernet.decrypt(ciphertext.encode())
+        except InvalidToken:
+            continue
+        return key_id(key)
+    return None
+
+
+def reseal(ciphertext: str) -> str:
+    """``ciphertext`` encrypted again under the first key (``SecretUnreadable`` when no
+    configured key opens it)."""
+    try:
+        return _box().rotate(ciphertext.encode()).decode()
     except InvalidToken:
         raise SecretUnreadable(
             "the stored secret cannot be decrypted with the configured keys"

@@ -66,7 +66,8 @@ def github_anchor(heading: str) -> str:
 
 
 def runbook_sections() -> dict[str, str]:
-    text = RUNBOOKS.read_text()
+    """The alerts' sections: those before the procedures (``# Procedures…``, issue 34)."""
+    text = RUNBOOKS.read_text().split("\n# Procedures", 1)[0]
     parts = re.split(r"^## (.+)$", text, flags=re.M)
     return {
         github_anchor(title): body for title, body in zip(parts[1::2], parts[2::2], strict=True)

@@ -6,6 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from orbit_console.notifications.kinds import title
 from orbit_console.notifications.models import Notification
@@ -19,7 +20,7 @@ COUNT_LABELS = {
     "cancelled": "Cancelled before it was sent",
     "skipped": "Not eligible",
     "taken": "Already decided for this revision",
-    "open": "Still open",
+    "open": gettext_noop("Still open"),
 }
 
 

@@ -19,7 +19,7 @@ class Inbox:
     def __init__(self) -> None:
         self.messages: list[Message] = []
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         self.messages.append(email.message_from_bytes(envelope.content))
         return "250 OK"
 

@@ -19,11 +19,12 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from orbit_console.decisions.batches import outcome_counts
+from orbit_console.decisions.batches import outcome_counts, within_queues
 from orbit_console.decisions.models import Batch, ConsoleEvent, Proposal
 from orbit_console.lib.live import publish_on_commit
 from orbit_console.notifications import webhooks
 from orbit_console.notifications.models import Notification, Preference, Recipient
+from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import AUDITOR, SUPERVISOR
 
 NOTIFY_MESSAGE = "notifications.changed"
@@ -34,17 +35,25 @@ def person_group(user_id: int) -> str:
     return f"orbit.notify.{user_id}"
 
 
-def supervisors_of(namespace_id: str) -> list[User]:
-    """The supervisors who may approve in ``namespace_id``: they hold a credential there."""
-    return list(
-        User.objects.filter(
-            is_active=True,
-            groups__name=SUPERVISOR,
-            orbit_credentials__namespace_id=namespace_id,
-        )
-        .distinct()
-        .order_by("id")
-    )
+def supervisors_of(
+    namespace_id: str, *, queue_id: str = "", batch: Batch | None = None
+) -> list[User]:
+    """The supervisors who may approve in ``namespace_id`` and see what is told: their
+    credential there covers the task's queue (``queue_id``) or every task of ``batch``
+    (docs/access.md), as the approvals queue would show it to them."""
+    credentials = OrbitCredential.objects.filter(
+        namespace_id=namespace_id, user__is_active=True, user__groups__name=SUPERVISOR
+    ).select_related("user")
+    found: dict[int, User] = {}
+    for credential in credentials:
+        scope = credential.queue_scope
+        if batch is not None:
+            covered = within_queues(batch, scope)
+        else:
+            covered = not scope or (bool(queue_id) and queue_id in scope)
+        if covered:
+            found[credential.user_id] = credential.user
+    return [found[key] for key in sorted(found)]
 
 
 def auditors() -> list[User]:
@@ -156,7 +165,11 @@ def _on_proposal(event: ConsoleEvent, proposal: Proposal) -> None:
     }
     author = proposal.proposed_by
     if event.kind == "proposal.proposed":
-        supervisors = [u for u in supervisors_of(proposal.namespace_id) if u.pk != author.pk]
+        supervisors = [
+            u
+            for u in supervisors_of(proposal.namespace_id, queue_id=proposal.queue_id)
+            if u.pk != author.pk
+        ]
         notify(
             kind="proposal.waiting",
             key=f"proposal.waiting:{proposal.id}",
@@ -207,7 +220,9 @@ def _on_batch(event: ConsoleEvent, batch: Batch) -> None:
     }
     author = batch.created_by
     if event.kind == "batch.proposed":
-        supervisors = [u for u in supervisors_of(batch.namespace_id) if u.pk != author.pk]
+        supervisors = [
+            u for u in supervisors_of(batch.namespace_id, batch=batch) if u.pk != author.pk
+        ]
         notify(
             kind="batch.waiting",
             key=f"batch.waiting:{batch.id}",

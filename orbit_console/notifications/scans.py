@@ -37,7 +37,10 @@ def unknown_outcomes(now: datetime) -> int:
             notify(
                 kind="submission.unknown",
                 key=f"submission.unknown:{submission.id}",
-                recipients=[submission.created_by, *supervisors_of(submission.namespace_id)],
+                recipients=[
+                    submission.created_by,
+                    *supervisors_of(submission.namespace_id, queue_id=submission.queue_id),
+                ],
                 namespace_id=submission.namespace_id,
                 task_id=submission.task_id,
                 submission_id=submission.id,

@@ -7,8 +7,9 @@ import pytest
 from django.db import transaction
 
 from orbit_console.decisions.models import Proposal
-from orbit_console.decisions.proposals import proposal_approve, proposal_reject
+from orbit_console.decisions.proposals import proposal_approve, proposal_create, proposal_reject
 from orbit_console.notifications.models import Notification, Preference, Recipient
+from orbit_console.people.models import OrbitCredential
 from tests.notifications.conftest import person, propose
 
 
@@ -79,3 +80,27 @@ def test_an_approval_is_told_once_when_the_last_approver_approves(namespace: str
     assert recipients_of("proposal.approved", proposal_id=proposal.id) == {author.pk: "en"}
     # the supervisor told it waits, and the author told it was approved
     assert Recipient.objects.filter(notification__proposal_id=proposal.id).count() == 2
+
+
+def test_a_supervisor_limited_to_other_queues_is_not_told(namespace: str) -> None:
+    """Telling is showing: a credential that cannot read the task's queue hears nothing of it
+    (docs/access.md), as its approvals queue would not show it."""
+    author = person(namespace, "operator")
+    whole = person(namespace, "supervisor")
+    same_queue = person(namespace, "supervisor")
+    other_queue = person(namespace, "supervisor")
+    OrbitCredential.objects.filter(user=same_queue).update(queue_ids="q-payments")
+    OrbitCredential.objects.filter(user=other_queue).update(queue_ids="q-other")
+    body = json.dumps({"outcome": "SUCCEEDED", "reason": "checked"})
+    proposal = proposal_create(
+        action="review",
+        task_id=f"task-{namespace}",
+        expected_revision="3",
+        body=body,
+        proposed_by=author,
+        namespace_id=namespace,
+        queue_id="q-payments",
+    ).proposal
+
+    told = recipients_of("proposal.waiting", proposal_id=proposal.id)
+    assert set(told) == {whole.pk, same_queue.pk}

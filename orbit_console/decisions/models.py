@@ -283,6 +283,7 @@ EVENT_LABELS = {
     "batch.proposed": _("Batch proposed for approval"),
     "batch.approved": _("Batch approved"),
     "batch.rejected": _("Batch rejected by a supervisor"),
+    "batch.expired": _("Batch expired without being approved"),
     "batch.started": _("Batch started: one submission stored per eligible task"),
     "batch.paused": _("Batch paused"),
     "batch.resumed": _("Batch resumed"),
@@ -371,6 +372,8 @@ class BatchState(models.TextChoices):
     DRAFT = "draft", _("Selected, not yet confirmed")
     PROPOSED = "proposed", _("Waiting for approval")
     REJECTED = "rejected", _("Rejected by a supervisor")
+    # Nobody approved it within CONSOLE_PROPOSAL_TTL_HOURS: nothing of it is sent.
+    EXPIRED = "expired", _("Expired without being approved")
     # Decided and approved: its submissions are being stored, a chunk at a time; nothing is
     # sent before every one is (decisions/batches.py ``batch_store``).
     STARTING = "starting", _("Starting: storing its submissions")
@@ -423,6 +426,8 @@ class Batch(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # After a 429 the worker sends nothing of this batch before this moment (RT7).
     hold_until = models.DateTimeField(null=True, blank=True)
+    # While proposed: when it expires unless approved (CONSOLE_PROPOSAL_TTL_HOURS).
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["state", "created_at"], name="batch_state")]

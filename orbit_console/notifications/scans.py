@@ -14,7 +14,14 @@ from django.urls import reverse
 
 from orbit_console.audit import status
 from orbit_console.audit.models import ChainVerification, WrittenCheckpoint
-from orbit_console.decisions.models import Submission, SubmissionState
+from orbit_console.decisions.models import (
+    Batch,
+    BatchState,
+    Proposal,
+    ProposalState,
+    Submission,
+    SubmissionState,
+)
 from orbit_console.notifications.models import Notification
 from orbit_console.notifications.outbox import auditors, notify, supervisors_of
 
@@ -104,5 +111,56 @@ def overdue_checkpoint(now: datetime) -> int:
     )
 
 
+def reminders(now: datetime) -> int:
+    """Proposals and batches that expire within ``CONSOLE_PROPOSAL_REMINDER_MINUTES``: their
+    supervisors are reminded once."""
+    soon = now + timedelta(minutes=settings.CONSOLE_PROPOSAL_REMINDER_MINUTES)
+    told = 0
+    proposals = Proposal.objects.filter(
+        state=ProposalState.PENDING, expires_at__gt=now, expires_at__lte=soon
+    )
+    for proposal in proposals:
+        key = f"proposal.reminder:{proposal.id}"
+        if Notification.objects.filter(key=key).exists():
+            continue
+        supervisors = supervisors_of(proposal.namespace_id, queue_id=proposal.queue_id)
+        told += bool(
+            notify(
+                kind="proposal.reminder",
+                key=key,
+                recipients=[u for u in supervisors if u.pk != proposal.proposed_by_id],
+                namespace_id=proposal.namespace_id,
+                task_id=proposal.task_id,
+                proposal_id=proposal.id,
+                facts={"action": proposal.action, "expires_at": proposal.expires_at.isoformat()},
+                path=reverse("console:proposal", args=[proposal.id]),
+                now=now,
+            )
+        )
+    batches = Batch.objects.filter(
+        state=BatchState.PROPOSED, expires_at__gt=now, expires_at__lte=soon
+    )
+    for batch in batches:
+        key = f"batch.reminder:{batch.id}"
+        if Notification.objects.filter(key=key).exists() or batch.expires_at is None:
+            continue
+        supervisors = supervisors_of(batch.namespace_id, batch=batch)
+        told += bool(
+            notify(
+                kind="batch.reminder",
+                key=key,
+                recipients=[u for u in supervisors if u.pk != batch.created_by_id],
+                namespace_id=batch.namespace_id,
+                batch_id=batch.id,
+                facts={"action": batch.action, "expires_at": batch.expires_at.isoformat()},
+                path=reverse("console:batch", args=[batch.id]),
+                now=now,
+            )
+        )
+    return told
+
+
 def scan(now: datetime) -> int:
-    return unknown_outcomes(now) + failed_verifications(now) + overdue_checkpoint(now)
+    return (
+        unknown_outcomes(now) + reminders(now) + failed_verifications(now) + overdue_checkpoint(now)
+    )

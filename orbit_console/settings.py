@@ -531,15 +531,15 @@ CONSOLE_WEBHOOK_MAX_ATTEMPTS = env_int("CONSOLE_WEBHOOK_MAX_ATTEMPTS", 8, minimu
 # administrator sets this, e.g. "10.20.0.0/16" for a chat relay inside the company network.
 CONSOLE_WEBHOOK_ALLOWED_NETWORKS = env_list("CONSOLE_WEBHOOK_ALLOWED_NETWORKS", [])
 
-# Email (Django's mail framework, its mailers): SMTP when EMAIL_HOST is set, else the console
-# backend (local use: mail is printed). docs/deployment.md lists the variables.
+# Email (Django's mail framework, its mailers): SMTP in production or when EMAIL_HOST is set
+# (default host: localhost), else the console backend (local use: mail is printed). docs/deployment.md lists the variables.
 EMAIL_TIMEOUT_SECONDS = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "orbit-console@localhost")
 MAILERS = {
     "default": {
         "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
         "OPTIONS": {
-            "host": env_str("EMAIL_HOST", ""),
+            "host": env_str("EMAIL_HOST", "localhost"),
             "port": env_int("EMAIL_PORT", 25, minimum=1),
             "username": env_str("EMAIL_HOST_USER", ""),
             "password": env_str("EMAIL_HOST_PASSWORD", ""),
@@ -548,6 +548,6 @@ MAILERS = {
             "timeout": EMAIL_TIMEOUT_SECONDS,
         },
     }
-    if env_str("EMAIL_HOST", "")
+    if env_str("EMAIL_HOST", "") or PRODUCTION
     else {"BACKEND": "django.core.mail.backends.console.EmailBackend"},
 }

@@ -1,5 +1,8 @@
 """The webhook payloads are what the JSON Schemas and the OpenAPI document say (issue 32)."""
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -34,3 +37,9 @@ def test_the_openapi_document_describes_the_webhook() -> None:
     schemas = described["components"]["schemas"]
     assert schemas["NotificationPayload"]["properties"]["type"]["enum"]
     assert "SlackNotificationPayload" in schemas
+
+
+def test_the_docs_show_the_schema_the_code_uses() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "notifications.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.DOTALL)
+    assert PLAIN in [json.loads(block) for block in blocks if '"$schema"' in block]

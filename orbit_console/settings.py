@@ -532,7 +532,8 @@ CONSOLE_WEBHOOK_MAX_ATTEMPTS = env_int("CONSOLE_WEBHOOK_MAX_ATTEMPTS", 8, minimu
 CONSOLE_WEBHOOK_ALLOWED_NETWORKS = env_list("CONSOLE_WEBHOOK_ALLOWED_NETWORKS", [])
 
 # Email (Django's mail framework, its mailers): SMTP in production or when EMAIL_HOST is set
-# (default host: localhost), else the console backend (local use: mail is printed). docs/deployment.md lists the variables.
+# (default host: localhost), else the console backend (local use: mail is printed).
+# docs/deployment.md lists the variables.
 EMAIL_TIMEOUT_SECONDS = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "orbit-console@localhost")
 MAILERS = {

@@ -33,8 +33,17 @@ import sys
 import time
 from typing import Any
 
-from support import BENCH_DIR, ROOT, fresh_database, loadavg, machine, manage, percentile
-from support import server_env, setup_django
+from support import (
+    BENCH_DIR,
+    ROOT,
+    fresh_database,
+    loadavg,
+    machine,
+    manage,
+    percentile,
+    server_env,
+    setup_django,
+)
 
 
 def main() -> None:
@@ -64,7 +73,9 @@ def main() -> None:
     for role in ("supervisor", "operator"):
         user = User.objects.create_user(username=f"{role}-{new_id()[:6]}")
         user.groups.add(Group.objects.get_or_create(name=role)[0])
-        OrbitCredential.objects.create(user=user, token_ciphertext=seal("x"), namespace_id=namespace)
+        OrbitCredential.objects.create(
+            user=user, token_ciphertext=seal("x"), namespace_id=namespace
+        )
         people[role] = user
     receiver = Receiver(secrets=[]).start()
     _, secret = webhooks.endpoint_add(namespace_id=namespace, url=receiver.url, event_types=[])

@@ -20,7 +20,7 @@ from tests.support.servers import child_env
 WORKER_ENV = {
     "CONSOLE_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
     "CONSOLE_WEBHOOK_CONNECT_TIMEOUT": "1",
-    "CONSOLE_WEBHOOK_TIMEOUT": "3",  # the claim's lease: 1 + 3 × 3 + 5 = 15 s
+    "CONSOLE_WEBHOOK_TIMEOUT": "3",  # the claim's lease: 1 + 3 * 3 + 5 = 15 s
     "CONSOLE_WEBHOOK_BACKOFF_SECONDS": "0",
     "LOG_LEVEL": "WARNING",
 }

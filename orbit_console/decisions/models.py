@@ -477,3 +477,20 @@ class BatchItem(models.Model):
     @property
     def eligible(self) -> bool:
         return not self.ineligible
+
+
+class EvidencePolicy(models.Model):
+    """What an evidence reference must look like in one namespace, and where it lives
+    (docs/notifications.md, "Evidence that links"). ``pattern`` is a regular expression the
+    whole reference must match (the wizard checks it before confirming); ``example`` is shown
+    beside the field; ``link_template`` makes a link of a matching reference: ``{0}`` is the
+    whole reference, ``{1}``... its groups (URL-quoted). Without a row nothing changes."""
+
+    namespace_id = models.CharField(max_length=64, unique=True)
+    pattern = models.CharField(max_length=200)
+    example = models.CharField(max_length=200)
+    link_template = models.CharField(max_length=500, blank=True, default="")
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"evidence policy of {self.namespace_id}"

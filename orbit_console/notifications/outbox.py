@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from orbit_console.decisions.batches import outcome_counts, within_queues
+from orbit_console.decisions.evidence import evidence_link
 from orbit_console.decisions.models import Batch, ConsoleEvent, Proposal
 from orbit_console.lib.live import publish_on_commit
 from orbit_console.notifications import webhooks
@@ -146,11 +147,25 @@ def on_record(event: ConsoleEvent) -> None:
         _on_batch(event, event.batch)  # type: ignore[arg-type]
 
 
+def _evidence(namespace_id: str, reference: object) -> dict[str, str]:
+    """The decision's evidence reference, and its link where the namespace's policy makes one
+    (decisions/evidence.py): a reference, never the record it points to."""
+    if not isinstance(reference, str) or not reference:
+        return {}
+    link = evidence_link(namespace_id, reference)
+    return {"evidence": reference[:200], **({"evidence_link": link} if link else {})}
+
+
 def _proposal_facts(proposal: Proposal, **more: Any) -> dict[str, Any]:
+    try:
+        reference = proposal.request.get("evidence_ref")
+    except ValueError:
+        reference = None
     return {
         "action": proposal.action,
         "state": proposal.state,
         "expires_at": proposal.expires_at.isoformat(),
+        **_evidence(proposal.namespace_id, reference),
         **more,
     }
 
@@ -206,6 +221,7 @@ def _batch_facts(batch: Batch, **more: Any) -> dict[str, Any]:
         "action": batch.action,
         "state": batch.state,
         "items": batch.items.count(),
+        **_evidence(batch.namespace_id, batch.decided.get("evidence_ref")),
         **({"expires_at": expires_at.isoformat()} if expires_at else {}),
         **more,
     }

@@ -18,6 +18,7 @@ FACTS = {
         "by": {"type": "string", "maxLength": 150},
         "reason": TEXT,
         "evidence": {"type": "string", "maxLength": 200},
+        "evidence_link": {"type": "string", "maxLength": 1000},
         "items": {"type": "integer", "minimum": 0},
         "counts": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
         "minutes": {"type": "integer", "minimum": 0},

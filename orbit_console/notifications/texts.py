@@ -51,6 +51,8 @@ def lines(notification: Notification) -> list[str]:
         found.append(_("Reason: %(reason)s") % {"reason": data["reason"]})
     if data.get("evidence"):
         found.append(_("Evidence: %(ref)s") % {"ref": data["evidence"]})
+        if data.get("evidence_link"):
+            found.append(_("Evidence link: %(url)s") % {"url": data["evidence_link"]})
     if data.get("expires_at") and notification.kind.endswith((".waiting", ".reminder")):
         found.append(_("Expires: %(when)s") % {"when": data["expires_at"]})
     for key, count in sorted((data.get("counts") or {}).items()):

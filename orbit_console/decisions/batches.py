@@ -36,6 +36,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from orbit_console.client import RetryTaskRequest, ReviewTaskRequest, Task
+from orbit_console.decisions.evidence import matches as evidence_matches
+from orbit_console.decisions.evidence import policy_for
 from orbit_console.decisions.models import (
     Approval,
     Batch,
@@ -221,6 +223,12 @@ def batch_decide(batch: Batch, *, person: User, decision: dict[str, Any]) -> Bat
         _require_author(locked, person)
         _require(locked, BatchState.DRAFT)
         _refuse_too_large(locked, decision)
+        policy = policy_for(locked.namespace_id)
+        if policy is not None and not evidence_matches(policy, decision.get("evidence_ref", "")):
+            raise ProposalRefused(
+                _("In this namespace an evidence reference looks like %(example)s.")
+                % {"example": policy.example}
+            )
         locked.decision = json.dumps(decision, sort_keys=True)
         locked.save(update_fields=["decision"])
     return locked

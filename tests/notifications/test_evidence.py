@@ -98,3 +98,22 @@ def test_pages_and_notifications_show_the_reference_as_a_link(namespace: str) ->
     assert "href" not in plain_text and "&lt;b&gt;" in plain_text
     unpoliced = shown.render(Context({"ref": "INC-42", "ns": f"{namespace}-other"}))
     assert "href" not in unpoliced and "INC-42" in unpoliced
+
+
+def test_a_batch_decision_is_held_to_the_namespaces_pattern(namespace: str) -> None:
+    from django.utils import timezone
+
+    from orbit_console.decisions.batches import ProposalRefused, batch_decide
+    from orbit_console.decisions.models import Batch
+
+    author = person(namespace, "operator")
+    batch = Batch.objects.create(
+        action="review", namespace_id=namespace, created_by=author, created_at=timezone.now()
+    )
+    decision = {"reason": "r", "evidence_ref": "free-text", "outcome": "SUCCEEDED", "result": "{}"}
+    batch_decide(batch, person=author, decision=decision)  # no policy: as before
+    evidence_policy_set(namespace_id=namespace, pattern=r"INC-\d+", example="INC-9")
+
+    with pytest.raises(ProposalRefused, match="INC-9"):
+        batch_decide(batch, person=author, decision=decision)
+    batch_decide(batch, person=author, decision={**decision, "evidence_ref": "INC-10"})

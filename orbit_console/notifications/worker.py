@@ -9,6 +9,7 @@ worker of its own process at once; others poll every ``interval``.
 import logging
 import threading
 
+import httpx
 from django.db import close_old_connections
 from django.utils import timezone
 
@@ -23,7 +24,7 @@ def wake() -> None:
     _wake.set()
 
 
-def deliver_once(client: "webhooks.httpx.Client") -> int:
+def deliver_once(client: httpx.Client) -> int:
     now = timezone.now()
     scans.scan(now)
     return mail.deliver_due(now=now) + webhooks.deliver_due(client, now=now)

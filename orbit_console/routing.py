@@ -9,6 +9,7 @@ from orbit_console.console.consumers import (
     DecisionsConsumer,
     QueueRowsConsumer,
 )
+from orbit_console.notifications.consumers import NotificationsConsumer
 from orbit_console.timeline.consumers import TaskTimelineConsumer
 
 websocket_urlpatterns = [
@@ -17,4 +18,5 @@ websocket_urlpatterns = [
     path("ws/queue", QueueRowsConsumer.as_asgi()),
     path("ws/decisions", DecisionsConsumer.as_asgi()),
     path("ws/batches/<str:batch_id>", BatchProgressConsumer.as_asgi()),
+    path("ws/notifications", NotificationsConsumer.as_asgi()),
 ]

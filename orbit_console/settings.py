@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "orbit_console.feed",
     "orbit_console.console",
     "orbit_console.timeline",
+    "orbit_console.notifications",
 ]
 
 MIDDLEWARE = [
@@ -130,6 +131,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "orbit_console.console.context_processors.person",
                 "orbit_console.console.context_processors.session",
+                "orbit_console.notifications.context_processors.notifications",
             ],
         },
     },
@@ -412,6 +414,8 @@ for _action, _policy in CONSOLE_APPROVAL_POLICY.items():
     if env_str(f"CONSOLE_{_action.upper()}_APPROVAL", "required") not in {"required", "off"}:
         raise ImproperlyConfigured(f"CONSOLE_{_action.upper()}_APPROVAL must be required or off")
 CONSOLE_PROPOSAL_TTL_HOURS = env_int("CONSOLE_PROPOSAL_TTL_HOURS", 24, minimum=1)
+# A proposal or batch waiting for approval is reminded of this long before it expires.
+CONSOLE_PROPOSAL_REMINDER_MINUTES = env_int("CONSOLE_PROPOSAL_REMINDER_MINUTES", 60, minimum=1)
 # The Orbit permissions each role implies (console.md, "Who sees what"): operators hold the
 # recovery permissions only for actions that need no approval; supervisors send approved ones.
 # Everyone reads the platform's audit of the tasks they see: the person deciding a task is its
@@ -517,3 +521,49 @@ LOGGING = {
 # the apps' static folders directly; production serves the collected, hashed files.
 WHITENOISE_USE_FINDERS = not PRODUCTION
 WHITENOISE_AUTOREFRESH = DEBUG
+
+# --- Notifications (docs/notifications.md) ---------------------------------------------------
+# Where links in notifications that leave the console (email, webhooks) point.
+CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://localhost:8000")
+# A decision whose outcome is still unknown this long after it was made is told.
+CONSOLE_NOTIFY_UNKNOWN_AFTER_MINUTES = env_int(
+    "CONSOLE_NOTIFY_UNKNOWN_AFTER_MINUTES", 15, minimum=1
+)
+# A checkpoint is overdue this long after its period has passed.
+CONSOLE_NOTIFY_CHECKPOINT_GRACE_SECONDS = env_int(
+    "CONSOLE_NOTIFY_CHECKPOINT_GRACE_SECONDS", 300, minimum=0
+)
+CONSOLE_WEBHOOK_CONNECT_TIMEOUT = env_int("CONSOLE_WEBHOOK_CONNECT_TIMEOUT", 3, minimum=1)
+CONSOLE_WEBHOOK_TIMEOUT = env_int("CONSOLE_WEBHOOK_TIMEOUT", 10, minimum=1)
+# Tries: 30 s, 2 min, 8 min, 32 min, 2 h 8 min, then every 4 h (each with jitter) — about
+# eleven hours over eight tries before a message is failed.
+CONSOLE_WEBHOOK_BACKOFF_SECONDS = env_int("CONSOLE_WEBHOOK_BACKOFF_SECONDS", 30, minimum=0)
+CONSOLE_WEBHOOK_BACKOFF_MAX_SECONDS = env_int(
+    "CONSOLE_WEBHOOK_BACKOFF_MAX_SECONDS", 4 * 3600, minimum=0
+)
+CONSOLE_WEBHOOK_MAX_ATTEMPTS = env_int("CONSOLE_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+# Networks webhooks may reach although they are not public (CIDRs; empty: none). Only an
+# administrator sets this, e.g. "10.20.0.0/16" for a chat relay inside the company network.
+CONSOLE_WEBHOOK_ALLOWED_NETWORKS = env_list("CONSOLE_WEBHOOK_ALLOWED_NETWORKS", [])
+
+# Email (Django's mail framework, its mailers): SMTP in production or when EMAIL_HOST is set
+# (default host: localhost), else the console backend (local use: mail is printed).
+# docs/deployment.md lists the variables.
+EMAIL_TIMEOUT_SECONDS = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "orbit-console@localhost")
+MAILERS = {
+    "default": {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "OPTIONS": {
+            "host": env_str("EMAIL_HOST", "localhost"),
+            "port": env_int("EMAIL_PORT", 25, minimum=1),
+            "username": env_str("EMAIL_HOST_USER", ""),
+            "password": env_str("EMAIL_HOST_PASSWORD", ""),
+            "use_tls": env_bool("EMAIL_USE_TLS", False),
+            "use_ssl": env_bool("EMAIL_USE_SSL", False),
+            "timeout": EMAIL_TIMEOUT_SECONDS,
+        },
+    }
+    if env_str("EMAIL_HOST", "") or PRODUCTION
+    else {"BACKEND": "django.core.mail.backends.console.EmailBackend"},
+}

@@ -10,6 +10,7 @@ urlpatterns = [
     path("v1/", include("orbit_console.ledger.api.urls")),
     path("", include("orbit_console.console.urls")),
     path("", include("orbit_console.timeline.urls")),
+    path("", include("orbit_console.notifications.urls")),
     path("signin", session.SignInView.as_view(), name="login"),
     path("signout", session.SignOutView.as_view(), name="logout"),
     path("session", session.session_status, name="session"),

@@ -30,6 +30,7 @@ ALLOWED = {
     "feed": {"client", "decisions", "ledger", "lib", "people"},
     "console": {"audit", "client", "decisions", "feed", "ledger", "lib", "ops", "people"},
     "timeline": {"client", "console", "decisions", "feed", "lib", "ops", "people"},
+    "notifications": {"audit", "decisions", "ledger", "lib", "people"},
 }
 
 

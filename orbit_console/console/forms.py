@@ -15,7 +15,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from orbit_console.decisions.models import EVENT_LABELS, SubmissionState
+from orbit_console.decisions.evidence import matches as evidence_matches
+from orbit_console.decisions.models import EVENT_LABELS, EvidencePolicy, SubmissionState
 from orbit_console.lib import strictjson
 from orbit_console.lib.recovery_rules import (
     MAX_EVIDENCE_REF_CHARS,
@@ -170,11 +171,31 @@ class ReasonEvidenceMixin(forms.Form):
         ),
     )
 
+    def __init__(self, *args: Any, evidence_policy: EvidencePolicy | None = None, **kwargs: Any):
+        """``evidence_policy``: the task's namespace's rule for evidence references, if it has
+        one (its example is shown, the pattern checked before the decision is confirmed)."""
+        super().__init__(*args, **kwargs)
+        self.evidence_policy = evidence_policy
+        if evidence_policy is not None:
+            field = self.fields["evidence_ref"]
+            field.help_text = _(
+                "This namespace's evidence references look like %(example)s. Never a secret; "
+                "Orbit stores the reference only."
+            ) % {"example": evidence_policy.example}
+            field.widget.attrs["placeholder"] = evidence_policy.example
+
     def clean_reason(self) -> str:
         return _rule(check_reason, self.cleaned_data["reason"])
 
     def clean_evidence_ref(self) -> str:
-        return _rule(check_evidence_ref, self.cleaned_data["evidence_ref"])
+        reference = _rule(check_evidence_ref, self.cleaned_data["evidence_ref"])
+        policy = self.evidence_policy
+        if policy is not None and not evidence_matches(policy, reference):
+            raise forms.ValidationError(
+                _("In this namespace an evidence reference looks like %(example)s.")
+                % {"example": policy.example}
+            )
+        return reference
 
 
 class ReviewVerifyForm(forms.Form):

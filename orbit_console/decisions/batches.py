@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +36,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from orbit_console.client import RetryTaskRequest, ReviewTaskRequest, Task
+from orbit_console.decisions.evidence import matches as evidence_matches
+from orbit_console.decisions.evidence import policy_for
 from orbit_console.decisions.models import (
     Approval,
     Batch,
@@ -325,6 +327,12 @@ def batch_decide(batch: Batch, *, person: User, decision: dict[str, Any]) -> Bat
         if locked.verified_at is None:
             raise ProposalRefused(_("Go through the verify checklist first."))
         _refuse_too_large(locked, decision)
+        policy = policy_for(locked.namespace_id)
+        if policy is not None and not evidence_matches(policy, decision.get("evidence_ref", "")):
+            raise ProposalRefused(
+                _("In this namespace an evidence reference looks like %(example)s.")
+                % {"example": policy.example}
+            )
         locked.decision = json.dumps(decision, sort_keys=True)
         locked.save(update_fields=["decision"])
     return locked
@@ -531,7 +539,8 @@ def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
         if approval_required(locked.action):
             locked.state = BatchState.PROPOSED
             locked.required_approvals = settings.CONSOLE_APPROVAL_POLICY[locked.action]["approvers"]
-            locked.save(update_fields=["state", "required_approvals"])
+            locked.expires_at = now + timedelta(hours=settings.CONSOLE_PROPOSAL_TTL_HOURS)
+            locked.save(update_fields=["state", "required_approvals", "expires_at"])
             record_event("batch.proposed", batch=locked, actor=person, now=now)
             _announce(locked)
             return locked
@@ -542,7 +551,9 @@ def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
     """Record a supervisor's approval, as for a single proposal (``proposal_approve``): nobody
     approves their own, nor twice. The last approval needed starts the batch, sent as that
     supervisor (returned ``starting``: ``batch_store`` follows); until then it stays proposed,
-    and the approvals queue and the batch's page hear of each approval."""
+    and the approvals queue and the batch's page hear of each approval. An expired batch
+    cannot be approved."""
+    _expire_batch_if_due(batch_id)
     with transaction.atomic():
         batch = _locked(batch_id)
         _require(batch, BatchState.PROPOSED)
@@ -569,6 +580,7 @@ def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
 def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
     if not reason.strip():
         raise ProposalRefused(_("Say why the proposal is rejected."))
+    _expire_batch_if_due(batch_id)
     with transaction.atomic():
         batch = _locked(batch_id)
         _require(batch, BatchState.PROPOSED)
@@ -585,6 +597,30 @@ def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
         _announce(batch)
         publish_progress(batch.id)
         return batch
+
+
+def batches_expire_due(now: datetime) -> int:
+    """Expire every proposed batch past its time (the reconciler runs this)."""
+    due = Batch.objects.filter(state=BatchState.PROPOSED, expires_at__lte=now)
+    return sum(_expire_batch_if_due(batch_id, now) for batch_id in due.values_list("id", flat=True))
+
+
+def _expire_batch_if_due(batch_id: str, now: datetime | None = None) -> bool:
+    """Expire the batch if it is proposed past its time, in a transaction of its own: a refusal
+    that follows rolls back its caller's, and the expiry must stay. It keeps its place in the
+    history ("batch.expired"), and its author is told."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        batch = _locked(batch_id)
+        if batch.state != BatchState.PROPOSED or batch.expires_at is None or batch.expires_at > now:
+            return False
+        batch.state = BatchState.EXPIRED
+        batch.finished_at = now
+        batch.save(update_fields=["state", "finished_at"])
+        record_event("batch.expired", batch=batch, actor=None, now=now)
+        _announce(batch)
+        publish_progress(batch.id)
+    return True
 
 
 def _start(batch: Batch, *, sent_as: User, now: Any) -> Batch:

@@ -283,6 +283,7 @@ EVENT_LABELS = {
     "batch.proposed": _("Batch proposed for approval"),
     "batch.approved": _("Batch approved"),
     "batch.rejected": _("Batch rejected by a supervisor"),
+    "batch.expired": _("Batch expired without being approved"),
     "batch.started": _("Batch started: one submission stored per eligible task"),
     "batch.paused": _("Batch paused"),
     "batch.resumed": _("Batch resumed"),
@@ -378,6 +379,8 @@ class BatchState(models.TextChoices):
     DRAFT = "draft", _("Selected, not yet confirmed")
     PROPOSED = "proposed", _("Waiting for approval")
     REJECTED = "rejected", _("Rejected by a supervisor")
+    # Nobody approved it within CONSOLE_PROPOSAL_TTL_HOURS: nothing of it is sent.
+    EXPIRED = "expired", _("Expired without being approved")
     # Decided and approved: its submissions are being stored, a chunk at a time; nothing is
     # sent before every one is (decisions/batches.py ``batch_store``).
     STARTING = "starting", _("Starting: storing its submissions")
@@ -435,6 +438,8 @@ class Batch(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # After a 429 the worker sends nothing of this batch before this moment (RT7).
     hold_until = models.DateTimeField(null=True, blank=True)
+    # While proposed: when it expires unless approved (CONSOLE_PROPOSAL_TTL_HOURS).
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["state", "created_at"], name="batch_state")]
@@ -484,3 +489,20 @@ class BatchItem(models.Model):
     @property
     def eligible(self) -> bool:
         return not self.ineligible
+
+
+class EvidencePolicy(models.Model):
+    """What an evidence reference must look like in one namespace, and where it lives
+    (docs/notifications.md, "Evidence that links"). ``pattern`` is a regular expression the
+    whole reference must match (the wizard checks it before confirming); ``example`` is shown
+    beside the field; ``link_template`` makes a link of a matching reference: ``{0}`` is the
+    whole reference, ``{1}``... its groups (URL-quoted). Without a row nothing changes."""
+
+    namespace_id = models.CharField(max_length=64, unique=True)
+    pattern = models.CharField(max_length=200)
+    example = models.CharField(max_length=200)
+    link_template = models.CharField(max_length=500, blank=True, default="")
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"evidence policy of {self.namespace_id}"

@@ -3,7 +3,7 @@
 Each pass resends every open submission whose next attempt is due — ``unknown`` ones after a
 bounded backoff, ``retry_later`` ones after the API's hint, ``pending`` ones a crash left
 behind — stops resending those past their deadline (a person decides then), and expires
-proposals nobody approved in time. ``manage.py reconcile`` runs passes as a service.
+proposals and batches nobody approved in time. ``manage.py reconcile`` runs passes as a service.
 """
 
 import logging
@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
+from orbit_console.decisions.batches import batches_expire_due
 from orbit_console.decisions.models import OPEN_STATES, Submission
 from orbit_console.decisions.proposals import expire_due
 from orbit_console.decisions.submissions import record_event, submission_send
@@ -59,6 +60,7 @@ async def reconcile_once(*, now: datetime | None = None) -> int:
     """One pass of the reconciler: resend every due submission once. Returns how many."""
     now = now or timezone.now()
     await sync_to_async(expire_due)(now)
+    await sync_to_async(batches_expire_due)(now)
     await sync_to_async(abandon_overdue)(now)
     due = await sync_to_async(due_submissions)(now)
     for submission in due:

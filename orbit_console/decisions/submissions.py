@@ -162,6 +162,10 @@ def record_event(
                 created_at=now or timezone.now(),
             )
         )
+        # Apps above this one that act on what is recorded (notifications: an outbox row in
+        # this same transaction) listen here instead of being imported.
+        for listener in _listeners:
+            listener(event)
     if subject is not None:
         message = {"type": CONSOLE_EVENT_MESSAGE, "event": event.as_message_data()}
         publish_on_commit(task_group(subject.task_id), message)
@@ -185,6 +189,16 @@ def _tell_the_people(
     elif batch is not None:
         message = {"type": BATCH_MESSAGE, "batch_id": batch.id}
         publish_on_commit(person_group(batch.created_by_id), message)
+
+
+_listeners: list[Callable[[ConsoleEvent], None]] = []
+
+
+def listen_to_records(listener: Callable[[ConsoleEvent], None]) -> None:
+    """Call ``listener`` with every entry appended to the console's record, inside the
+    transaction that appends it: what it writes commits or rolls back with the act."""
+    if listener not in _listeners:
+        _listeners.append(listener)
 
 
 def record_export(*, actor: User, note: str, namespace_ids: Sequence[str]) -> list[ConsoleEvent]:

@@ -193,6 +193,18 @@ ROUTES: dict[str, Route] = {
     ),
     "timeline:older": Route("/tasks/{task}/timeline/older", {"GET": every(200)}),
     "timeline:latest": Route("/tasks/{task}/timeline/latest", {"GET": every(200)}),
+    # One's own notifications and choices (issue 32); the webhooks' log is administrators'.
+    "notifications:list": Route("/notifications", {"GET": every(200)}, scoped=False),
+    "notifications:read": Route("/notifications/read", {"POST": every(302)}, scoped=False),
+    "notifications:preferences": Route(
+        "/notifications/preferences", {"POST": every(302)}, scoped=False
+    ),
+    "notifications:deliveries": Route(
+        "/notifications/deliveries", {"GET": every(403)}, scoped=False
+    ),
+    "notifications:replay": Route(
+        "/notifications/deliveries/msg_x/replay", {"POST": every(403)}, scoped=False
+    ),
 }
 
 SOCKETS = {
@@ -203,6 +215,8 @@ SOCKETS = {
     "ws/batches/<str:batch_id>": "/ws/batches/{batch}",
     # One's own decisions' follow-ups: the person's own group only.
     "ws/decisions": "/ws/decisions",
+    # One's own notifications' unread count: the person's own group only.
+    "ws/notifications": "/ws/notifications",
 }
 
 
@@ -469,6 +483,7 @@ SOCKET_OPENS: dict[str, Callable[[str], bool]] = {
     "/ws/queue": lambda role: False,  # without a token of the person's rows, for no one
     "/ws/batches/{batch}": lambda role: True,  # its namespace's people, as its page
     "/ws/decisions": lambda role: True,  # anyone signed in, for their own decisions
+    "/ws/notifications": lambda role: True,  # anyone signed in, for their own notifications
 }
 
 

@@ -458,6 +458,7 @@ def test_docker_compose_config_is_valid() -> None:
         "console-1",
         "console-2",
         "reconciler",
+        "notifier",
         "checkpointer",
         "proxy",
     }

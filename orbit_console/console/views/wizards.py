@@ -44,6 +44,7 @@ from orbit_console.console.views.common import (
 from orbit_console.console.views.drafts import keeps_draft, take_draft
 from orbit_console.console.views.tasks import task_id_or_404
 from orbit_console.console.waiting import pending_proposal_on
+from orbit_console.decisions.evidence import policy_for
 from orbit_console.decisions.proposals import proposal_create
 from orbit_console.decisions.submissions import submission_create, submission_send
 from orbit_console.lib import strictjson
@@ -138,6 +139,15 @@ RETRY = Wizard(
 )
 
 
+async def _evidence_kwargs(pin: "Pin") -> dict[str, Any]:
+    """The namespace's evidence policy for the step that asks for the evidence reference."""
+    return {"evidence_policy": await sync_to_async(policy_for)(pin.namespace_id)}
+
+
+def _if_evidence(step: Step, evidence: dict[str, Any]) -> dict[str, Any]:
+    return evidence if issubclass(step.form, wizard_forms.ReasonEvidenceMixin) else {}
+
+
 def _same_page(request: HttpRequest, **kwargs: str) -> str:
     """The wizard's steps are all shown at its own address."""
     return request.path
@@ -223,8 +233,10 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
         return await _show_step(request, wizard, task_id, pin, index, request.POST)
 
     cleaned: dict[str, Any] = {}
+    evidence = await _evidence_kwargs(pin)
     for position, step in enumerate(wizard.steps[: index + 1]):
-        form = step.form(request.POST, **wizard.form_kwargs(request, pin, step.name))
+        kwargs = {**wizard.form_kwargs(request, pin, step.name), **_if_evidence(step, evidence)}
+        form = step.form(request.POST, **kwargs)
         if not form.is_valid():
             task = await _read_task(request, task_id, step_index=position)
             return await _render(
@@ -431,7 +443,10 @@ async def _render(
     step's form starts from what was typed earlier: in the POST data, or ``kept`` — a decision
     that was set aside (on a first step), or a draft given back after signing in again."""
     step = wizard.steps[step_index]
-    kwargs = wizard.form_kwargs(request, pin, step.name)
+    kwargs = {
+        **wizard.form_kwargs(request, pin, step.name),
+        **_if_evidence(step, await _evidence_kwargs(pin)),
+    }
     posted = kept if kept is not None else request.POST if request.method == "POST" else QueryDict()
     form = data or step.form(initial=_initial(step.form, posted), **kwargs)
     # Where the keyboard lands: on the first field to fix after a failed step, on the new

@@ -602,6 +602,17 @@ def document_paths(extension: Extension) -> None:
         document.cache_clear()
 
 
+# Outgoing requests other apps make (the console's notification webhooks): OpenAPI 3.1's
+# ``webhooks``, given the same way (named operations, and the schemas they refer to).
+_webhooks: list[Extension] = []
+
+
+def document_webhooks(extension: Extension) -> None:
+    if extension not in _webhooks:
+        _webhooks.append(extension)
+        document.cache_clear()
+
+
 @functools.cache
 def document() -> dict[str, Any]:
     """Built once, on first use: the evidence_ref pattern is computed from the Unicode
@@ -610,6 +621,11 @@ def document() -> dict[str, Any]:
     for extension in _extensions:
         more_paths, more_schemas = extension()
         paths.update(more_paths)
+        schemas.update(more_schemas)
+    webhooks: dict[str, Any] = {}
+    for extension in _webhooks:
+        more_hooks, more_schemas = extension()
+        webhooks.update(more_hooks)
         schemas.update(more_schemas)
     return {
         "openapi": "3.1.0",
@@ -628,6 +644,7 @@ def document() -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
         "paths": paths,
+        **({"webhooks": webhooks} if webhooks else {}),
     }
 
 

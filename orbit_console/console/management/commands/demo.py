@@ -2,7 +2,8 @@
 
 Migrates the embedded database, seeds a demo world (once; later runs reuse it), gives the demo
 people fresh passwords, prints them, and serves HTTP and WebSockets (``manage.py serve`` with
-one worker: the in-memory channel layer serves one process), plus the reconciler, the audit
+one worker: the in-memory channel layer serves one process), plus the reconciler, the
+notifications' delivery worker (`notify deliver`), the audit
 checkpoint job and a stand-in for Orbit's workers that runs retries' new tasks, until Ctrl-C or
 SIGTERM stops everything it started. A child that exits is started again. The console consumes
 the demo namespace's event stream (``manage.py feed``).
@@ -155,6 +156,7 @@ class Command(BaseCommand):
         children = [
             Child("server", [*manage, "serve", *address]),
             Child("reconciler", [*manage, "reconcile"]),
+            Child("notifier", [*manage, "notify", "deliver"]),
             Child("checkpointer", [*manage, "audit", "-v", "0", "checkpoint", "--every"]),
             # A stand-in for Orbit's workers: retries' new tasks run, so that their follow-ups
             # reach an end (docs/events.md).

@@ -1,0 +1,120 @@
+"""The notifications page (the menu's list, mark read, the person's choices) and, for
+administrators, the webhooks' delivery log with replay."""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import translation
+from django.views.decorators.http import require_GET, require_POST
+
+from orbit_console.notifications import webhooks
+from orbit_console.notifications.kinds import KINDS, title
+from orbit_console.notifications.models import Endpoint, Preference, WebhookMessage
+from orbit_console.notifications.selectors import latest
+from orbit_console.notifications.services import notifications_mark_read, preference_set
+from orbit_console.notifications.texts import lines
+
+LOG_ROWS = 100
+
+
+def _user(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)  # noqa: S101 -- behind login_required
+    return user
+
+
+@require_GET
+@login_required
+def notification_list(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    preference = Preference.objects.filter(user=user).first()
+    off = preference.email_off_kinds if preference else frozenset()
+    items = [
+        {
+            "id": r.id,
+            "unread": r.read_at is None,
+            "title": title(r.notification.kind),
+            "lines": lines(r.notification),
+            "path": r.notification.path,
+            "created_at": r.notification.created_at,
+        }
+        for r in latest(user.pk)
+    ]
+    kinds = [
+        {"kind": kind, "label": label, "email": kind not in off} for kind, label in KINDS.items()
+    ]
+    context = {
+        "items": items,
+        "kinds": kinds,
+        "notify_languages": settings.LANGUAGES,
+        "language": (preference.language if preference else "") or translation.get_language(),
+        "has_email": bool(user.email),
+    }
+    return render(request, "notifications/list.html", context)
+
+
+@require_POST
+@login_required
+def notification_read(request: HttpRequest) -> HttpResponse:
+    ids = [int(v) for v in request.POST.getlist("recipient") if v.isdigit()]
+    notifications_mark_read(user=_user(request), recipient_ids=ids or None)
+    return HttpResponseRedirect(reverse("notifications:list"))
+
+
+@require_POST
+@login_required
+def preferences_save(request: HttpRequest) -> HttpResponse:
+    language = request.POST.get("language", "")
+    if language not in dict(settings.LANGUAGES):
+        language = ""
+    email_on = set(request.POST.getlist("email")) & set(KINDS)
+    preference_set(user=_user(request), language=language, email_on=email_on)
+    return HttpResponseRedirect(reverse("notifications:list"))
+
+
+def administrators_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Signed in (else sent to sign in), and an administrator (staff), else 403."""
+
+    @wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not (request.user.is_staff or request.user.is_superuser):  # type: ignore[union-attr]
+            raise PermissionDenied
+        return view(request, *args, **kwargs)
+
+    return login_required(checked)
+
+
+@require_GET
+@administrators_only
+def delivery_log(request: HttpRequest) -> HttpResponse:
+    endpoints = list(Endpoint.objects.order_by("namespace_id", "created_at"))
+    messages = WebhookMessage.objects.select_related("notification", "endpoint").order_by(
+        "-created_at"
+    )[:LOG_ROWS]
+    chosen = request.GET.get("endpoint", "")
+    if chosen:
+        messages = (
+            WebhookMessage.objects.filter(endpoint_id=chosen)
+            .select_related("notification", "endpoint")
+            .order_by("-created_at")[:LOG_ROWS]
+        )
+    return render(
+        request,
+        "notifications/deliveries.html",
+        {"endpoints": endpoints, "messages": messages, "chosen": chosen},
+    )
+
+
+@require_POST
+@administrators_only
+def delivery_replay(request: HttpRequest, message_id: str) -> HttpResponse:
+    webhooks.replay(message_id=message_id)
+    return HttpResponseRedirect(reverse("notifications:deliveries"))

@@ -1,0 +1,133 @@
+"""The notifications menu in real Chromium (issue 32): a supervisor's unread count rises live
+when an operator proposes in their namespace, the list says what and links to it, and marking
+it read brings the count down on every open page of theirs."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect
+
+from tests.approvals.conftest import REQUIRED_ROLE_PERMISSIONS, required_policy, start_server
+from tests.browser.conftest import (
+    BrowserWatch,
+    next_step,
+    sign_in,
+    submit_decision,
+    tick_all_checks,
+)
+from tests.browser.test_approvals import propose_review_in_browser
+from tests.support.people import TestPerson, make_person
+from tests.support.servers import DaphneServer
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def notify_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
+    server = start_server("browser-notifications", django_db_blocker)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def crew(settings: Any, world: dict[str, Any]) -> dict[str, TestPerson]:
+    settings.CONSOLE_APPROVAL_POLICY = required_policy()
+    settings.CONSOLE_ROLE_PERMISSIONS = REQUIRED_ROLE_PERMISSIONS
+    return {
+        "operator": make_person(world, "operator"),
+        "supervisor": make_person(world, "supervisor"),
+    }
+
+
+@pytest.fixture
+def other_page(browser: Browser, browser_watch: BrowserWatch) -> Iterator[Any]:
+    contexts: list[BrowserContext] = []
+
+    def open_page() -> Page:
+        context = browser.new_context()
+        contexts.append(context)
+        new = context.new_page()
+        browser_watch.attach(new)
+        return new
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def test_the_unread_count_rises_live_and_falls_when_read(
+    page: Page,
+    other_page: Any,
+    notify_console: DaphneServer,
+    crew: dict[str, TestPerson],
+    world: dict[str, Any],
+) -> None:
+    supervisor: Page = other_page()
+    sign_in(supervisor, notify_console, crew["supervisor"])
+    count = supervisor.locator("#notify-count")
+    expect(count).to_have_text("0 unread")
+    supervisor.evaluate("window.orbitNotReloaded = true")
+
+    sign_in(page, notify_console, crew["operator"])
+    proposal_id = propose_review_in_browser(page, notify_console, world["tasks"]["needs_review"])
+
+    expect(count).to_have_text("1 unread")
+    assert supervisor.evaluate("window.orbitNotReloaded === true")
+    expect(page.locator("#notify-count")).to_have_text("0 unread")  # not the author's to hear
+
+    second: Page = other_page()
+    sign_in(second, notify_console, crew["supervisor"])
+    second.get_by_role("link", name="Notifications", exact=True).click()
+    item = second.locator("#notification-items li").first
+    expect(item).to_contain_text("A proposal waits for your approval")
+    expect(item.get_by_role("link")).to_have_attribute("href", f"/proposals/{proposal_id}")
+    second.get_by_role("button", name="Mark all read").click()
+    expect(second.locator("#notify-count")).to_have_text("0 unread")
+    expect(count).to_have_text("0 unread")  # the first page, live
+
+
+def test_the_wizard_shows_the_namespaces_evidence_example_and_checks_it(
+    page: Page,
+    notify_console: DaphneServer,
+    crew: dict[str, TestPerson],
+    world: dict[str, Any],
+) -> None:
+    from orbit_console.decisions.evidence import evidence_policy_clear, evidence_policy_set
+
+    namespace = world["namespace_id"]
+    evidence_policy_set(
+        namespace_id=namespace,
+        pattern=r"INC-(\d+)",
+        example="INC-1234",
+        link_template="https://tracker.example.com/browse/INC-{1}",
+    )
+    try:
+        sign_in(page, notify_console, crew["operator"])
+        task_id = world["tasks"]["needs_review"]
+        page.goto(f"{notify_console.url}/tasks/{task_id}")
+        page.get_by_role("link", name="Propose a review").click()
+        tick_all_checks(page)
+        next_step(page)
+        expect(page.locator("ol.steps [aria-current=step]")).to_have_text("Decide")
+        field = page.locator("#id_evidence_ref")
+        expect(field).to_have_attribute("placeholder", "INC-1234")
+        expect(page.locator("main")).to_contain_text("look like INC-1234")
+        page.locator("input[name=outcome][value=SUCCEEDED]").check()
+        page.fill("#id_result", '{"confirmed": true}')
+        page.fill("#id_reason", "Checked the ledger")
+        page.fill("#id_evidence_ref", "evidence:free-text")
+        next_step(page)
+        expect(page.locator("ol.steps [aria-current=step]")).to_have_text("Decide")
+        expect(page.locator("main")).to_contain_text(
+            "In this namespace an evidence reference looks like INC-1234."
+        )
+        page.fill("#id_evidence_ref", "INC-77")
+        next_step(page)
+        expect(page.locator("ol.steps [aria-current=step]")).to_have_text("Confirm")
+        submit_decision(page, "execution_settled")
+        expect(page.locator("#proposal-state")).to_contain_text("Waiting for approval")
+        link = page.locator("#proposal-evidence a")
+        expect(link).to_have_attribute("href", "https://tracker.example.com/browse/INC-77")
+    finally:
+        evidence_policy_clear(namespace_id=namespace)

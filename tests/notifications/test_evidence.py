@@ -1,0 +1,119 @@
+"""Evidence that links (issue 32): a namespace's policy — a pattern with an example, a link
+template — checked by the wizard before confirming and shown as a link on the pages and in
+notifications. Without a policy nothing changes."""
+
+import json
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.template import Context, Template
+
+from orbit_console.console.forms import ReviewDecideForm
+from orbit_console.decisions.evidence import (
+    PolicyRefused,
+    evidence_link,
+    evidence_policy_set,
+    policy_for,
+)
+from orbit_console.decisions.proposals import proposal_create
+from orbit_console.notifications.models import Notification
+from orbit_console.notifications.payloads import plain
+from tests.notifications.conftest import person
+
+TRACKER = "https://tracker.example.com/browse/INC-{1}"
+
+
+def decide(evidence: str, namespace: str) -> ReviewDecideForm:
+    data = {"outcome": "SUCCEEDED", "result": "{}", "reason": "checked", "evidence_ref": evidence}
+    return ReviewDecideForm(data, evidence_policy=policy_for(namespace))
+
+
+def test_the_wizard_checks_the_pattern_and_shows_the_example(namespace: str) -> None:
+    assert decide("whatever-ref", namespace).is_valid()  # no policy: as before
+    evidence_policy_set(
+        namespace_id=namespace, pattern=r"INC-(\d+)", example="INC-1234", link_template=TRACKER
+    )
+
+    wrong = decide("whatever-ref", namespace)
+    assert not wrong.is_valid()
+    assert "INC-1234" in str(wrong.errors["evidence_ref"])
+    assert "INC-1234" in str(wrong.fields["evidence_ref"].help_text)
+    assert decide("INC-77", namespace).is_valid()
+
+
+def test_a_policy_must_hold_for_its_own_example(namespace: str) -> None:
+    with pytest.raises(PolicyRefused):
+        evidence_policy_set(namespace_id=namespace, pattern=r"INC-(\d+)", example="JIRA-1")
+    with pytest.raises(PolicyRefused):
+        evidence_policy_set(namespace_id=namespace, pattern="(", example="x")
+    with pytest.raises(PolicyRefused):
+        evidence_policy_set(
+            namespace_id=namespace,
+            pattern=r"INC-\d+",
+            example="INC-1",
+            link_template="javascript:{0}",
+        )
+    with pytest.raises(CommandError):
+        call_command("evidence", "set", namespace, "--pattern", "INC-1", "--example", "X")
+
+
+def test_pages_and_notifications_show_the_reference_as_a_link(namespace: str) -> None:
+    call_command(
+        "evidence",
+        "set",
+        namespace,
+        "--pattern",
+        r"INC-(\d+)",
+        "--example",
+        "INC-1",
+        "--link",
+        TRACKER,
+    )
+    assert evidence_link(namespace, "INC-42") == "https://tracker.example.com/browse/INC-42"
+    assert evidence_link(namespace, "nope") == ""
+    assert evidence_link(f"{namespace}-other", "INC-42") == ""
+    person(namespace, "supervisor")
+    body = json.dumps({"outcome": "SUCCEEDED", "reason": "checked", "evidence_ref": "INC-42"})
+    proposal = proposal_create(
+        action="review",
+        task_id=f"task-{namespace}",
+        expected_revision="3",
+        body=body,
+        proposed_by=person(namespace, "operator"),
+        namespace_id=namespace,
+    ).proposal
+
+    told: Any = Notification.objects.get(kind="proposal.waiting", proposal_id=proposal.id)
+    payload = plain(told, "en")
+    assert payload["data"]["facts"]["evidence_link"] == "https://tracker.example.com/browse/INC-42"
+    assert "Evidence link: https://tracker.example.com/browse/INC-42" in payload["data"]["lines"]
+
+    # What the proposal's and the batch's pages render (templates/console/proposal.html).
+    shown = Template("{% load evidence %}{% evidence_ref ref ns %}")
+    linked = shown.render(Context({"ref": "INC-42", "ns": namespace}))
+    assert 'href="https://tracker.example.com/browse/INC-42"' in linked
+    plain_text = shown.render(Context({"ref": "<b>INC-x</b>", "ns": namespace}))
+    assert "href" not in plain_text and "&lt;b&gt;" in plain_text
+    unpoliced = shown.render(Context({"ref": "INC-42", "ns": f"{namespace}-other"}))
+    assert "href" not in unpoliced and "INC-42" in unpoliced
+
+
+def test_a_batch_decision_is_held_to_the_namespaces_pattern(namespace: str) -> None:
+    from django.utils import timezone
+
+    from orbit_console.decisions.batches import ProposalRefused, batch_decide
+    from orbit_console.decisions.models import Batch
+
+    author = person(namespace, "operator")
+    batch = Batch.objects.create(
+        action="review", namespace_id=namespace, created_by=author, created_at=timezone.now()
+    )
+    decision = {"reason": "r", "evidence_ref": "free-text", "outcome": "SUCCEEDED", "result": "{}"}
+    batch_decide(batch, person=author, decision=decision)  # no policy: as before
+    evidence_policy_set(namespace_id=namespace, pattern=r"INC-\d+", example="INC-9")
+
+    with pytest.raises(ProposalRefused, match="INC-9"):
+        batch_decide(batch, person=author, decision=decision)
+    batch_decide(batch, person=author, decision={**decision, "evidence_ref": "INC-10"})

@@ -1,0 +1,75 @@
+"""The notifications page, the person's choices and the administrators' delivery log
+(issue 32)."""
+
+from typing import Any
+
+from django.test import Client
+
+from orbit_console.notifications import webhooks
+from orbit_console.notifications.models import Preference, Recipient, WebhookMessage
+from orbit_console.notifications.selectors import unread_count
+from tests.notifications.conftest import person, propose
+
+
+def client_of(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_list_shows_the_notification_in_the_persons_language_and_marks_it_read(
+    namespace: str,
+) -> None:
+    supervisor = person(namespace, "supervisor")
+    proposal = propose(person(namespace, "operator"), namespace)
+    client = client_of(supervisor)
+
+    page = client.get("/notifications").content.decode()
+    assert "A proposal waits for your approval" in page
+    assert f'href="/proposals/{proposal.id}"' in page
+    assert 'id="notify-count"' in page and "1 unread" in page
+    chinese = client.get("/notifications", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "有一项提议等待您批准" in chinese
+
+    client.post("/notifications/read")
+    assert unread_count(supervisor.pk) == 0
+    assert Recipient.objects.get(user=supervisor).read_at is not None
+
+
+def test_a_person_turns_email_off_for_a_kind_and_chooses_a_language(namespace: str) -> None:
+    supervisor = person(namespace, "supervisor", email="s@example.test")
+    client_of(supervisor).post(
+        "/notifications/preferences", {"language": "zh-hans", "email": ["proposal.expired"]}
+    )
+    preference = Preference.objects.get(user=supervisor)
+    assert preference.language == "zh-hans"
+    assert "proposal.waiting" in preference.email_off_kinds
+    assert "proposal.expired" not in preference.email_off_kinds
+
+    proposal = propose(person(namespace, "operator"), namespace)
+
+    recipient = Recipient.objects.get(user=supervisor, notification__proposal_id=proposal.id)
+    assert (recipient.language, recipient.email_state) == ("zh-hans", "")
+
+
+def test_administrators_see_the_delivery_log_and_replay(namespace: str, settings: Any) -> None:
+    settings.CONSOLE_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    endpoint, _ = webhooks.endpoint_add(
+        namespace_id=namespace, url="http://127.0.0.1:9/hook", event_types=[]
+    )
+    person(namespace, "supervisor")
+    propose(person(namespace, "operator"), namespace)
+    message = WebhookMessage.objects.get(endpoint=endpoint)
+    WebhookMessage.objects.filter(id=message.id).update(state="failed", next_at=None)
+    admin = person(namespace)
+    admin.is_staff = True
+    admin.save()
+
+    assert (
+        client_of(person(namespace, "supervisor")).get("/notifications/deliveries").status_code
+        == 403
+    )
+    log = client_of(admin).get(f"/notifications/deliveries?endpoint={endpoint.id}")
+    assert message.id in log.content.decode() and "failed" in log.content.decode()
+    client_of(admin).post(f"/notifications/deliveries/{message.id}/replay")
+    assert WebhookMessage.objects.get(id=message.id).state == "pending"

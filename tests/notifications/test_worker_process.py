@@ -1,0 +1,79 @@
+"""The delivery worker as a process (issue 32): killed mid-delivery, it loses nothing and the
+receiver sees one message under one ``webhook-id``."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+
+from orbit_console.notifications import webhooks
+from orbit_console.notifications.models import MessageState, WebhookMessage
+from tests.notifications.conftest import person, propose
+from tests.support.receivers import Receiver, Reply
+from tests.support.servers import child_env
+
+WORKER_ENV = {
+    "CONSOLE_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
+    "CONSOLE_WEBHOOK_CONNECT_TIMEOUT": "1",
+    "CONSOLE_WEBHOOK_TIMEOUT": "3",  # the claim's lease: 1 + 3 * 3 + 5 = 15 s
+    "CONSOLE_WEBHOOK_BACKOFF_SECONDS": "0",
+    "LOG_LEVEL": "WARNING",
+}
+
+
+def start_worker() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "notify", "deliver", "--interval", "0.2"],
+        cwd=settings.BASE_DIR,
+        env=child_env(**WORKER_ENV),
+    )
+
+
+def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_worker_killed_mid_delivery_loses_nothing_and_sends_one_id(
+    namespace: str, settings: Any, receiver: Receiver
+) -> None:
+    settings.CONSOLE_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    # The first request is held long past the kill; every later one is answered at once.
+    receiver.script = lambda n: Reply(204, delay=20 if n == 1 else 0)
+    endpoint, secret = webhooks.endpoint_add(
+        namespace_id=namespace, url=receiver.url, event_types=[]
+    )
+    receiver.secrets.append(secret)
+    person(namespace, "supervisor")
+    propose(person(namespace, "operator"), namespace)
+    message = WebhookMessage.objects.get(endpoint=endpoint)
+
+    worker = start_worker()
+    try:
+        assert wait_for(lambda: receiver.requests >= 1, 120), "the worker never sent"
+        os.kill(worker.pid, signal.SIGKILL)  # mid-delivery: the answer has not come
+        worker.wait(timeout=30)
+        claimed = WebhookMessage.objects.get(id=message.id)
+        assert (claimed.state, claimed.attempts) == (MessageState.PENDING, 1)
+
+        worker = start_worker()
+        assert wait_for(
+            lambda: WebhookMessage.objects.get(id=message.id).state == MessageState.DELIVERED, 90
+        ), "not delivered after the lease"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+
+    delivered = WebhookMessage.objects.get(id=message.id)
+    assert delivered.attempts == 2 and delivered.response_code == 204
+    assert list(receiver.verified) == [message.id]  # one id, kept once by the receiver
+    assert receiver.bad_signatures == 0

@@ -244,7 +244,7 @@ def test_explorer_finds_by_the_start_of_an_id_or_a_name_and_refuses_a_shared_sta
     assert shown(auditor, task_id=second.task_id[:9]) == newest_first(task_id=second.task_id)
     refused = explore(auditor, task_id=shared)
     assert entry_ids(refused.text) == []
-    message = text_of(element(refused.text, r'<div class="errorlist" role="alert">.*?</div>'))
+    message = text_of(element(refused.text, r'<div class="errorlist"[^>]*role="alert">.*?</div>'))
     assert f"Several ids start with {shared}" in message
     assert first.task_id[:12] in message and second.task_id[:12] in message
     assert shown(auditor, queue_id=world["queue_id"][:8]) == newest_first(

@@ -107,9 +107,11 @@ def test_a_batch_decision_is_held_to_the_namespaces_pattern(namespace: str) -> N
     from orbit_console.decisions.models import Batch
 
     author = person(namespace, "operator")
+    now = timezone.now()
     batch = Batch.objects.create(
-        action="review", namespace_id=namespace, created_by=author, created_at=timezone.now()
+        action="review", namespace_id=namespace, created_by=author, created_at=now, verified_at=now
     )
+    batch.items.create(task_id="t" * 32, seen_state="NEEDS_REVIEW")  # one eligible task
     decision = {"reason": "r", "evidence_ref": "free-text", "outcome": "SUCCEEDED", "result": "{}"}
     batch_decide(batch, person=author, decision=decision)  # no policy: as before
     evidence_policy_set(namespace_id=namespace, pattern=r"INC-\d+", example="INC-9")

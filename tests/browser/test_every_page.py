@@ -88,6 +88,7 @@ def pages_of(role: str, world: dict[str, Any], history: dict[str, Any]) -> list[
         f"/submissions/{history['pending'].id}",
         f"/proposals/{history['proposal'].id}",
         "/decisions",
+        "/notifications",
         f"/tasks/{new_id()}",  # not found
     ]
     by_role = {

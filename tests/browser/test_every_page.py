@@ -94,6 +94,7 @@ def pages_of(role: str, world: dict[str, Any], history: dict[str, Any]) -> list[
         f"/tasks/{world['tasks']['failed']}",
         f"/tasks/{world['tasks']['cancelled']}",
         "/decisions",
+        "/notifications",
         f"/tasks/{new_id()}",  # not found
     ]
     by_role = {

@@ -26,9 +26,20 @@ ALLOWED = {
     "ledger": {"audit", "lib", "ops"},
     "events": {"ledger", "lib", "ops"},
     "people": {"client", "ledger", "lib"},
+    "signin": {"ledger", "lib", "people"},
     "decisions": {"audit", "client", "lib", "ops", "people"},
     "feed": {"client", "decisions", "ledger", "lib", "people"},
-    "console": {"audit", "client", "decisions", "feed", "ledger", "lib", "ops", "people"},
+    "console": {
+        "audit",
+        "client",
+        "decisions",
+        "feed",
+        "ledger",
+        "lib",
+        "ops",
+        "people",
+        "signin",
+    },
     "timeline": {"client", "console", "decisions", "feed", "lib", "ops", "people"},
 }
 

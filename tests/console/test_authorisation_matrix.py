@@ -58,6 +58,8 @@ PUBLIC = {"login", "logout", "set_language", "health-live", "health-ready", "met
 # What a page knows of its own session (tests/console/test_sessions_and_drafts.py): anyone may
 # ask; the signed out are told only that they are signed out.
 PUBLIC |= {"session", "session_extend"}
+# Company sign-in (tests/browser/test_oidc.py): the way in and back from the provider.
+PUBLIC |= {"signin:oidc_start", "signin:oidc_callback"}
 
 
 @dataclass(frozen=True)

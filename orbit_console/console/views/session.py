@@ -1,9 +1,9 @@
 """Signing in and out, what a page knows of its session, and the refused form that keeps what
 it carried (docs/console.md, "Sessions and drafts").
 
-Signing in is the password form today; company sign-in (OpenID Connect) is to come beside it.
-Nothing here depends on the form: the page a person signs in to (``next``) gives back their
-draft, whoever authenticated them.
+Signing in is the password form, and company sign-in (OpenID Connect, ``signin/``) beside it
+when configured. Nothing here depends on the form: the page a person signs in to (``next``)
+gives back their draft, whoever authenticated them.
 """
 
 from typing import Any
@@ -25,6 +25,7 @@ from orbit_console.console.views.drafts import (
 )
 from orbit_console.ops.sessions import timing, touch
 from orbit_console.people.drafts import draft_waiting
+from orbit_console.signin import provider as oidc_provider
 
 
 class SignInView(LoginView):
@@ -35,6 +36,8 @@ class SignInView(LoginView):
         context = super().get_context_data(**kwargs)
         key = self.request.COOKIES.get(DRAFT_COOKIE, "")
         context["draft_waiting"] = bool(key) and draft_waiting(browser_key=key)
+        if oidc_provider.enabled():
+            context["oidc_provider_name"] = oidc_provider.display_name()
         return context
 
 

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from orbit_console.signin import views
+
+app_name = "signin"
+urlpatterns = [
+    path("signin/oidc", views.OidcStart.as_view(), name="oidc_start"),
+    path("signin/oidc/callback", views.OidcCallback.as_view(), name="oidc_callback"),
+]

@@ -1,0 +1,65 @@
+"""Company sign-in's pages: the start (to the provider), the callback (back from it), and what a
+person sees when it does not let them in."""
+
+from typing import Any
+
+from django.core.exceptions import SuspiciousOperation
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
+
+from orbit_console.signin import provider, session
+from orbit_console.signin.backends import REFUSED
+
+
+class OidcStart(OIDCAuthenticationRequestView):
+    """``GET /signin/oidc``: to the provider's sign-in, with state, nonce and PKCE."""
+
+    get_settings = staticmethod(provider.library_setting)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super(OIDCAuthenticationRequestView, self).__init__(*args, **kwargs)
+        self.OIDC_RP_CLIENT_ID = provider.library_setting("OIDC_RP_CLIENT_ID")
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        if not provider.enabled():
+            return render(request, "signin/unavailable.html", status=404)
+        try:
+            self.OIDC_OP_AUTH_ENDPOINT = provider.endpoint("authorization_endpoint")
+        except provider.ProviderUnavailable:
+            return render(request, "signin/unavailable.html", status=503)
+        response: HttpResponse = super().get(request)
+        return response
+
+    def get_extra_params(self, request: HttpRequest) -> dict[str, str]:
+        return session.extra_auth_params(request)
+
+
+class OidcCallback(OIDCAuthenticationCallbackView):
+    """``GET /signin/oidc/callback``: the provider sends the browser back with a code."""
+
+    get_settings = staticmethod(provider.library_setting)
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        try:
+            response: HttpResponse = super().get(request)
+        except SuspiciousOperation:  # a state this browser did not start: the page, not a 400
+            return self.login_failure()
+        return response
+
+    def login_failure(self) -> HttpResponse:
+        outcome = getattr(self.request, "oidc_outcome", None)
+        if outcome == REFUSED:
+            context = {"provider_name": provider.display_name()}
+            return render(self.request, "signin/refused.html", context, status=403)
+        return render(
+            self.request,
+            "signin/failed.html",
+            {"provider_name": provider.display_name()},
+            status=400,
+        )
+
+    def login_success(self) -> HttpResponse:
+        response: HttpResponse = super().login_success()
+        session.remember_signin(self.request, getattr(self.request, "oidc_signin", {}))
+        return response

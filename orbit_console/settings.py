@@ -305,6 +305,8 @@ OIDC_GROUPS_FILTER = parse_filter(env_str("OIDC_GROUPS_FILTER"))
 OIDC_ROLE_RULES = parse_rules(env_str("OIDC_ROLE_RULES"))
 OIDC_ACR_VALUES = env_str("OIDC_ACR_VALUES")
 OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+# A back-channel logout token older than this is refused (signin/logout.py).
+OIDC_LOGOUT_TOKEN_MAX_AGE = env_int("OIDC_LOGOUT_TOKEN_MAX_AGE", 300, minimum=10)
 OIDC_USE_PKCE = True
 OIDC_USE_NONCE = True
 OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
@@ -341,6 +343,12 @@ SECURE_CSP = {
     "base-uri": [CSP.NONE],
     "object-src": [CSP.NONE],
 }
+if OIDC_ISSUER:
+    # Signing out (a form) continues at the provider's end_session_endpoint (RP-initiated
+    # logout): browsers hold a form's redirects to form-action too.
+    _issuer_origin = re.match(r"https?://[^/?#]+", OIDC_ISSUER)
+    if _issuer_origin:
+        SECURE_CSP["form-action"] = [CSP.SELF, _issuer_origin.group(0)]
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

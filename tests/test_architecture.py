@@ -26,7 +26,7 @@ ALLOWED = {
     "ledger": {"audit", "lib", "ops"},
     "events": {"ledger", "lib", "ops"},
     "people": {"client", "ledger", "lib"},
-    "signin": {"ledger", "lib", "people"},
+    "signin": {"ledger", "lib", "ops", "people"},
     "decisions": {"audit", "client", "lib", "ops", "people"},
     "feed": {"client", "decisions", "ledger", "lib", "people"},
     "console": {

@@ -40,3 +40,18 @@ class OidcSession(models.Model):
 
     def __str__(self) -> str:
         return f"Company session of {self.user_id}"
+
+
+class LogoutTokenSeen(models.Model):
+    """A back-channel logout token's ``jti`` that the console has acted on: a token is
+    accepted once (``signin/logout.py``); rows older than a token may be are deleted."""
+
+    issuer = models.CharField(max_length=300)
+    jti = models.CharField(max_length=255)
+    seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "jti"], name="one_use_per_jti")]
+
+    def __str__(self) -> str:
+        return f"logout token {self.jti}"

@@ -6,4 +6,10 @@ app_name = "signin"
 urlpatterns = [
     path("signin/oidc", views.OidcStart.as_view(), name="oidc_start"),
     path("signin/oidc/callback", views.OidcCallback.as_view(), name="oidc_callback"),
+    path(
+        "signin/oidc/backchannel-logout",
+        views.backchannel_logout_view,
+        name="oidc_backchannel_logout",
+    ),
+    path("signout/everywhere", views.sign_out_everywhere, name="sign_out_everywhere"),
 ]

@@ -1,15 +1,24 @@
 """Company sign-in's pages: the start (to the provider), the callback (back from it), and what a
 person sees when it does not let them in."""
 
+import logging
 from typing import Any
 
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from orbit_console.signin import provider, session
 from orbit_console.signin.backends import REFUSED
+from orbit_console.signin.logout import LogoutTokenRefused, backchannel_logout, person_sessions_end
+
+log = logging.getLogger(__name__)
 
 
 class OidcStart(OIDCAuthenticationRequestView):
@@ -63,3 +72,34 @@ class OidcCallback(OIDCAuthenticationCallbackView):
         response: HttpResponse = super().login_success()
         session.remember_signin(self.request, getattr(self.request, "oidc_signin", {}))
         return response
+
+
+@csrf_exempt
+@never_cache
+@require_POST
+def backchannel_logout_view(request: HttpRequest) -> HttpResponse:
+    """``POST /signin/oidc/backchannel-logout`` (OpenID Connect Back-Channel Logout 1.0): the
+    provider, server to server, with a signed ``logout_token``. 200 when accepted; 400 with
+    the reason (never the token) when refused."""
+    if not provider.enabled():
+        return JsonResponse({"error": "invalid_request"}, status=404)
+    token = request.POST.get("logout_token", "")
+    if not token:
+        return JsonResponse({"error": "invalid_request"}, status=400)
+    try:
+        backchannel_logout(token)
+    except LogoutTokenRefused as refused:
+        log.warning("back-channel logout token refused: %s", refused)
+        answer = {"error": "invalid_request", "error_description": str(refused)}
+        return JsonResponse(answer, status=400)
+    return HttpResponse(status=200)
+
+
+@login_required
+@require_POST
+def sign_out_everywhere(request: HttpRequest) -> HttpResponse:
+    """``POST /signout/everywhere``: the person ends every session of theirs, this one too."""
+    user = request.user
+    assert isinstance(user, User)  # noqa: S101 -- login_required
+    person_sessions_end(user=user)
+    return redirect("login")

@@ -7,16 +7,22 @@ sign-in form, a groups claim, back-channel logout.
   namespace; a person in no mapped group is refused with a page that says so, no account made.
 - A change of groups at the provider changes the roles at the next sign-in.
 - A replayed authorization code is refused; a provider's ID token for another client is refused.
+- Back-channel logout from the provider ends the person's session and closes the open live
+  page's socket at once; a forged, expired, replayed or misdirected logout token is refused.
+- Signing out signs out of the provider too (RP-initiated logout); "sign out everywhere" ends
+  every session of the person's.
 """
 
 import json
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import httpx
+import jwt
 import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import BrowserContext, Page, Route, expect
@@ -81,7 +87,9 @@ def server(
             "OIDC_PROVIDER_NAME": "Example SSO",
             "OIDC_ROLE_RULES": json.dumps(rules),
             "OIDC_GROUPS_FILTER": "^orbit-",
-            "SESSION_RECHECK_SECONDS": "1",
+            # Sockets look at their session rarely: a socket that closes at once after a
+            # back-channel logout was told so, not found out by looking.
+            "SESSION_RECHECK_SECONDS": "600",
         },
     )
     clients = [
@@ -248,3 +256,121 @@ def test_an_id_token_issued_to_another_client_is_refused(
     expect(page.locator("#signin-failed")).to_be_visible()
     assert parse_qs(urlparse(authorizations[0]).query)["client_id"] == [CLIENT_ID]
     assert not OidcIdentity.objects.filter(subject=login).exists()
+
+
+def test_back_channel_logout_ends_the_session_and_closes_the_open_live_page_at_once(
+    page: Page, server: DaphneServer, idp: OidcProvider, oidc_world: dict[str, Any], live_db: None
+) -> None:
+    login = f"linus-{secrets.token_hex(3)}"
+    idp.set_account(login, groups=["orbit-operators"])
+    company_sign_in(page, server, login)
+    expect(page.locator("header .who")).to_contain_text(login)
+    task_id = oidc_world["tasks"]["needs_review"]
+    page.goto(f"{server.url}/tasks/{task_id}")
+    badge = page.locator("#timeline-live")
+    expect(badge).to_have_text("live")
+    cookies = {c["name"]: c["value"] for c in page.context.cookies() if c["name"] == "sessionid"}
+
+    started = time.monotonic()
+    [sent] = idp.backchannel_logout(login)
+    assert sent["ok"], sent
+    expect(badge).to_have_text("signed out", timeout=5_000)
+    closed_after = time.monotonic() - started
+    with httpx.Client(base_url=server.url, cookies=cookies, timeout=30) as same_session:
+        refused = same_session.get(f"/tasks/{task_id}")
+    assert refused.status_code == 302
+    assert refused.headers["location"].startswith("/signin")
+    # The socket was told, not left to find out (its own look comes every 600 s).
+    assert closed_after < 5
+
+
+def logout_token(idp: OidcProvider, **claims: Any) -> dict[str, Any]:
+    now = int(time.time())
+    return {
+        "iss": idp.issuer,
+        "aud": CLIENT_ID,
+        "iat": now,
+        "exp": now + 120,
+        "jti": secrets.token_hex(8),
+        "sub": "nobody-in-particular",
+        "events": {"http://schemas.openid.net/event/backchannel-logout": {}},
+        **claims,
+    }
+
+
+def post_logout(server: DaphneServer, token: str) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/signin/oidc/backchannel-logout", data={"logout_token": token}, timeout=30
+    )
+
+
+def forged(claims: dict[str, Any]) -> str:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": "forged"})
+
+
+def test_a_forged_expired_replayed_or_misdirected_logout_token_is_refused(
+    page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
+) -> None:
+    login = f"ken-{secrets.token_hex(3)}"
+    idp.set_account(login, groups=["orbit-operators"])
+    company_sign_in(page, server, login)
+    expect(page.locator("header .who")).to_contain_text(login)
+    hour_ago = int(time.time()) - 3600
+    refused = {
+        "forged": forged(logout_token(idp, sub=login)),
+        "expired": idp.sign(logout_token(idp, sub=login, iat=hour_ago, exp=hour_ago + 120)),
+        "another client": idp.sign(logout_token(idp, sub=login, aud=OTHER_CLIENT_ID)),
+        "another issuer": idp.sign(logout_token(idp, sub=login, iss="https://evil.example")),
+        "no event": idp.sign(logout_token(idp, sub=login, events={})),
+        "a nonce": idp.sign(logout_token(idp, sub=login, nonce="n")),
+        "no sid or sub": idp.sign({**logout_token(idp), "sub": None}),
+        "unsigned": jwt.encode(logout_token(idp, sub=login), None, algorithm="none"),
+    }
+    for why, token in refused.items():
+        assert post_logout(server, token).status_code == 400, why
+    page.reload()
+    expect(page.locator("header .who")).to_contain_text(login)  # still signed in
+
+    valid = idp.sign(logout_token(idp, sub="someone-else"))
+    assert post_logout(server, valid).status_code == 200
+    assert post_logout(server, valid).status_code == 400  # its jti was used
+
+
+def test_signing_out_signs_out_of_the_provider_too(
+    page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
+) -> None:
+    login = f"rp-{secrets.token_hex(3)}"
+    idp.set_account(login, groups=["orbit-operators"])
+    company_sign_in(page, server, login)
+    expect(page.locator("header .who")).to_contain_text(login)
+    page.locator("form[action='/signout'] button").click()
+    # The provider's own page asks to confirm, then comes back to the console's sign-in.
+    expect(page).to_have_url(re.compile(re.escape(idp.issuer) + "/session/end"))
+    page.locator("button[autofocus], button[type=submit]").first.click()
+    expect(page).to_have_url(f"{server.url}/signin")
+    # Signed out at the provider: signing in asks for the password again.
+    page.locator("#oidc-signin").click()
+    expect(page.locator("input[name=login]")).to_be_visible()
+
+
+def test_sign_out_everywhere_ends_every_session_of_the_person(
+    browser: Any, page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
+) -> None:
+    login = f"sue-{secrets.token_hex(3)}"
+    idp.set_account(login, groups=["orbit-operators"])
+    company_sign_in(page, server, login)
+    expect(page.locator("header .who")).to_contain_text(login)
+    other = browser.new_context()
+    try:
+        other_page = other.new_page()
+        company_sign_in(other_page, server, login)
+        expect(other_page.locator("header .who")).to_contain_text(login)
+        page.locator("#sign-out-everywhere button").click()
+        expect(page).to_have_url(re.compile(re.escape(f"{server.url}/signin")))
+        other_page.reload()
+        expect(other_page).to_have_url(re.compile(re.escape(f"{server.url}/signin")))
+    finally:
+        other.close()

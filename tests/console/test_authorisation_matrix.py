@@ -59,7 +59,9 @@ PUBLIC = {"login", "logout", "set_language", "health-live", "health-ready", "met
 # ask; the signed out are told only that they are signed out.
 PUBLIC |= {"session", "session_extend"}
 # Company sign-in (tests/browser/test_oidc.py): the way in and back from the provider.
-PUBLIC |= {"signin:oidc_start", "signin:oidc_callback"}
+PUBLIC |= {"signin:oidc_start", "signin:oidc_callback", "signin:oidc_backchannel_logout"}
+# Any signed-in person ends their own sessions (the signed out are sent to sign in).
+PUBLIC |= {"signin:sign_out_everywhere"}
 
 
 @dataclass(frozen=True)

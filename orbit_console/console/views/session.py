@@ -9,7 +9,7 @@ gives back their draft, whoever authenticated them.
 from typing import Any
 
 from django.contrib.auth.views import LoginView, LogoutView
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -26,6 +26,8 @@ from orbit_console.console.views.drafts import (
 from orbit_console.ops.sessions import timing, touch
 from orbit_console.people.drafts import draft_waiting
 from orbit_console.signin import provider as oidc_provider
+from orbit_console.signin.logout import provider_logout_url
+from orbit_console.signin.session import KEY as OIDC_SESSION
 
 
 class SignInView(LoginView):
@@ -45,7 +47,16 @@ class SignOutView(LogoutView):
     """Signing out on purpose: nothing of this browser's is kept for later."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        company = request.session.get(OIDC_SESSION) if oidc_provider.enabled() else None
+        # RP-initiated logout: signed in through the provider, signed out of it too.
+        at_provider = (
+            provider_logout_url(request, id_token_sealed=company.get("id_token"))
+            if isinstance(company, dict)
+            else None
+        )
         response = super().post(request, *args, **kwargs)
+        if at_provider is not None:
+            response = HttpResponseRedirect(at_provider)
         forget_browser(request, response)
         return response
 

@@ -244,3 +244,28 @@ def test_the_documented_console_user_commands_work_as_written_against_the_demo(
     assert listed.returncode == 0, listed.stderr
     held = json.loads(listed.stdout.strip().splitlines()[-1])
     assert held["sup2"] == held["aud2"] == held["operator"], held
+
+
+def test_console_signout_ends_every_session_of_the_person_at_once(
+    orbit_server: Any, people: dict[str, TestPerson]
+) -> None:
+    """Issue 31: an administrator ends a person's sessions; their next request is signed out,
+    another person's session stays."""
+    operator, supervisor = people["operator"], people["supervisor"]
+    with (
+        Console(orbit_server.url).sign_in(operator) as first,
+        Console(orbit_server.url).sign_in(operator) as second,
+        Console(orbit_server.url).sign_in(supervisor) as bystander,
+    ):
+        assert first.get("/").status_code == 200
+        done = run_manage("console", "signout", operator.username, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "2 session(s) ended" in done.stderr
+        for console in (first, second):
+            refused = console.get("/")
+            assert refused.status_code == 302
+            assert refused.headers["location"].startswith("/signin")
+        assert bystander.get("/").status_code == 200
+    unknown = run_manage("console", "signout", "nobody-of-that-name", timeout=120)
+    assert unknown.returncode != 0
+    assert "no person named" in unknown.stderr

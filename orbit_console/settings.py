@@ -86,6 +86,8 @@ SYNC_MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Company sign-in's periodic re-check at the provider (signin/recheck.py).
+    "orbit_console.signin.recheck.RecheckMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -305,6 +307,9 @@ OIDC_GROUPS_FILTER = parse_filter(env_str("OIDC_GROUPS_FILTER"))
 OIDC_ROLE_RULES = parse_rules(env_str("OIDC_ROLE_RULES"))
 OIDC_ACR_VALUES = env_str("OIDC_ACR_VALUES")
 OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+# A company sign-in is re-checked at the provider (refresh token) this often, at the person's
+# next request (signin/recheck.py).
+OIDC_RECHECK_SECONDS = env_int("OIDC_RECHECK_SECONDS", 300, minimum=1)
 # A back-channel logout token older than this is refused (signin/logout.py).
 OIDC_LOGOUT_TOKEN_MAX_AGE = env_int("OIDC_LOGOUT_TOKEN_MAX_AGE", 300, minimum=10)
 OIDC_USE_PKCE = True

@@ -53,6 +53,27 @@ def fetch_json(url: str) -> dict[str, Any]:
     return document
 
 
+def fetch_json_with_token(url: str, access_token: str) -> dict[str, Any]:
+    """A GET with a bearer token (userinfo), with the same timeout and size cap."""
+    try:
+        answer = httpx.get(
+            url,
+            headers={"Authorization": f"Bearer {access_token}"},
+            timeout=settings.OIDC_TIMEOUT,
+        )
+    except httpx.HTTPError:
+        raise ProviderUnavailable(f"{url} did not answer") from None
+    if answer.status_code != 200 or len(answer.content) > MAX_DOCUMENT_BYTES:
+        raise ProviderUnavailable(f"{url} answered {answer.status_code}")
+    try:
+        document = answer.json()
+    except ValueError:
+        raise ProviderUnavailable(f"{url} answered something that is not JSON") from None
+    if not isinstance(document, dict):
+        raise ProviderUnavailable(f"{url} answered something that is not a JSON object")
+    return document
+
+
 def discovery() -> dict[str, Any]:
     """The issuer's discovery document, fetched at most once an hour per process."""
     global _cached

@@ -4,6 +4,7 @@ person sees when it does not let them in."""
 import logging
 from typing import Any
 
+from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
@@ -101,5 +102,7 @@ def sign_out_everywhere(request: HttpRequest) -> HttpResponse:
     """``POST /signout/everywhere``: the person ends every session of theirs, this one too."""
     user = request.user
     assert isinstance(user, User)  # noqa: S101 -- login_required
+    # This session ends first (Django refuses to save a session whose row went meanwhile).
+    logout(request)
     person_sessions_end(user=user)
     return redirect("login")

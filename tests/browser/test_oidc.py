@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.system_extra]
 CLIENT_ID = "orbit-console"
 CLIENT_SECRET = secrets.token_urlsafe(32)
 OTHER_CLIENT_ID = "another-app"
+RECHECK_SECONDS = 3
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,7 @@ def server(
             # Sockets look at their session rarely: a socket that closes at once after a
             # back-channel logout was told so, not found out by looking.
             "SESSION_RECHECK_SECONDS": "600",
+            "OIDC_RECHECK_SECONDS": str(RECHECK_SECONDS),
         },
     )
     clients = [
@@ -374,3 +376,24 @@ def test_sign_out_everywhere_ends_every_session_of_the_person(
         expect(other_page).to_have_url(re.compile(re.escape(f"{server.url}/signin")))
     finally:
         other.close()
+
+
+def test_a_change_of_groups_changes_the_roles_at_the_next_re_check_and_a_refused_refresh_signs_out(
+    page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
+) -> None:
+    login = f"rita-{secrets.token_hex(3)}"
+    idp.set_account(login, groups=["orbit-supervisors"])
+    company_sign_in(page, server, login)
+    expect(page.locator("header .who")).to_contain_text(login)
+    assert roles_of(person(login)) == {"operator", "supervisor"}
+
+    idp.set_account(login, groups=["orbit-auditors"])
+    time.sleep(RECHECK_SECONDS + 0.5)
+    page.goto(f"{server.url}/")
+    expect(page.locator("header .who")).to_contain_text(login)  # still signed in
+    assert roles_of(person(login)) == {"auditor"}
+
+    idp.set_account(login, disabled=True)  # the identity team disables the person
+    time.sleep(RECHECK_SECONDS + 0.5)
+    page.goto(f"{server.url}/")
+    expect(page).to_have_url(re.compile(re.escape(f"{server.url}/signin")))

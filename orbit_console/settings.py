@@ -310,6 +310,8 @@ OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
 # A company sign-in is re-checked at the provider (refresh token) this often, at the person's
 # next request (signin/recheck.py).
 OIDC_RECHECK_SECONDS = env_int("OIDC_RECHECK_SECONDS", 300, minimum=1)
+# Approving or rejecting needs an authentication younger than this (signin/stepup.py; 0: off).
+STEP_UP_MAX_AGE_SECONDS = env_int("STEP_UP_MAX_AGE_SECONDS", 600, minimum=0)
 # A back-channel logout token older than this is refused (signin/logout.py).
 OIDC_LOGOUT_TOKEN_MAX_AGE = env_int("OIDC_LOGOUT_TOKEN_MAX_AGE", 300, minimum=10)
 OIDC_USE_PKCE = True

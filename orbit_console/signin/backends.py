@@ -132,6 +132,7 @@ class OidcBackend(OIDCAuthenticationBackend):
             "sub": str(payload["sub"]),
             "sid": str(payload.get("sid", "")),
             "auth_time": payload.get("auth_time") or payload.get("iat"),
+            "acr": payload.get("acr"),
             "id_token": id_token,
             "refresh_token": getattr(self, "_refresh_token", None),
         }

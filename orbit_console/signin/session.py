@@ -13,6 +13,7 @@ from django.utils import timezone
 from orbit_console.lib.secretbox import seal
 from orbit_console.signin import provider
 from orbit_console.signin.models import OidcSession
+from orbit_console.signin.stepup import STEP_UP, record_authentication, step_up_params
 
 KEY = "orbit.oidc"
 
@@ -35,6 +36,13 @@ def remember_signin(request: HttpRequest, info: dict[str, Any]) -> None:
     if logout_needs_hint:
         kept["id_token"] = seal(info["id_token"])
     request.session[KEY] = kept
+    record_authentication(
+        request,
+        method="oidc",
+        at=float(info["auth_time"] or timezone.now().timestamp()),
+        acr=info.get("acr"),
+    )
+    request.session.pop(STEP_UP, None)
     request.session.save()
     user = request.user
     assert isinstance(user, User)  # noqa: S101 -- signed in just now
@@ -44,7 +52,7 @@ def remember_signin(request: HttpRequest, info: dict[str, Any]) -> None:
 
 
 def extra_auth_params(request: HttpRequest) -> dict[str, str]:
-    params: dict[str, str] = {}
+    params: dict[str, str] = dict(step_up_params(request))
     if settings.OIDC_ACR_VALUES:
         params["acr_values"] = settings.OIDC_ACR_VALUES
     return params

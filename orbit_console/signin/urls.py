@@ -11,5 +11,6 @@ urlpatterns = [
         views.backchannel_logout_view,
         name="oidc_backchannel_logout",
     ),
+    path("signin/confirm", views.confirm, name="confirm"),
     path("signout/everywhere", views.sign_out_everywhere, name="sign_out_everywhere"),
 ]

@@ -2,14 +2,18 @@
 person sees when it does not let them in."""
 
 import logging
+import time
 from typing import Any
+from urllib.parse import urlencode
 
-from django.contrib.auth import logout
+from django.contrib.auth import authenticate, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -18,6 +22,7 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 from orbit_console.signin import provider, session
 from orbit_console.signin.backends import REFUSED
 from orbit_console.signin.logout import LogoutTokenRefused, backchannel_logout, person_sessions_end
+from orbit_console.signin.stepup import STEP_UP, is_company_session, record_authentication
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,14 @@ class OidcCallback(OIDCAuthenticationCallbackView):
         )
 
     def login_success(self) -> HttpResponse:
+        asked = self.request.session.get(STEP_UP)
+        if asked is not None:
+            # A re-authentication before approving: the same person, authenticated at the
+            # provider after it was asked (``prompt=login``, ``max_age=0``).
+            info = getattr(self.request, "oidc_signin", {})
+            auth_time = float(info.get("auth_time") or 0)
+            if self.user != self.request.user or auth_time < float(asked) - 5:
+                return self.login_failure()
         response: HttpResponse = super().login_success()
         session.remember_signin(self.request, getattr(self.request, "oidc_signin", {}))
         return response
@@ -106,3 +119,36 @@ def sign_out_everywhere(request: HttpRequest) -> HttpResponse:
     logout(request)
     person_sessions_end(user=user)
     return redirect("login")
+
+
+def _safe_next(request: HttpRequest) -> str:
+    wanted = request.POST.get("next") or request.GET.get("next") or "/"
+    if url_has_allowed_host_and_scheme(
+        wanted, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return wanted
+    return "/"
+
+
+@login_required
+@never_cache
+def confirm(request: HttpRequest) -> HttpResponse:
+    """``/signin/confirm?next=PAGE``: authenticate again before approving (step-up). A company
+    session goes to the provider with ``prompt=login``; a console account types its
+    password."""
+    next_url = _safe_next(request)
+    if is_company_session(request):
+        request.session[STEP_UP] = int(time.time())
+        return redirect(f"{reverse('signin:oidc_start')}?{urlencode({'next': next_url})}")
+    error = ""
+    if request.method == "POST":
+        user = request.user
+        assert isinstance(user, User)  # noqa: S101 -- login_required
+        again = authenticate(
+            request, username=user.get_username(), password=request.POST.get("password", "")
+        )
+        if again is not None and again.pk == user.pk:
+            record_authentication(request, method="password", at=time.time())
+            return redirect(next_url)
+        error = "wrong"
+    return render(request, "signin/confirm.html", {"next": next_url, "error": error})

@@ -62,6 +62,8 @@ PUBLIC |= {"session", "session_extend"}
 PUBLIC |= {"signin:oidc_start", "signin:oidc_callback", "signin:oidc_backchannel_logout"}
 # Any signed-in person ends their own sessions (the signed out are sent to sign in).
 PUBLIC |= {"signin:sign_out_everywhere"}
+# Step-up before deciding (tests/browser/test_step_up.py): any signed-in person confirms.
+PUBLIC |= {"signin:confirm"}
 
 
 @dataclass(frozen=True)

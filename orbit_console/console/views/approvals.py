@@ -21,6 +21,7 @@ from orbit_console.console.views.common import (
     task_now,
 )
 from orbit_console.console.views.drafts import keeps_draft, take_draft
+from orbit_console.console.views.stepup import step_up_detour
 from orbit_console.decisions.batches import awaiting_approval
 from orbit_console.decisions.models import (
     ConsoleEvent,
@@ -230,6 +231,8 @@ async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpR
         raise PermissionDenied
     note = request.POST.get("note", "")[:1024]
     await _require_proposal_access(person, proposal_id)
+    if detour := await step_up_detour(request, resume_at=_proposal_page(request, proposal_id)):
+        return detour
     try:
         submission = await sync_to_async(proposal_approve)(
             proposal_id=proposal_id,
@@ -256,6 +259,8 @@ async def proposal_reject_view(request: HttpRequest, proposal_id: str) -> HttpRe
     if not person.has_role(SUPERVISOR):
         raise PermissionDenied
     await _require_proposal_access(person, proposal_id)
+    if detour := await step_up_detour(request, resume_at=_proposal_page(request, proposal_id)):
+        return detour
     try:
         await sync_to_async(
             proposal_reject

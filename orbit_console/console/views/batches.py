@@ -30,6 +30,7 @@ from orbit_console.console import forms as wizard_forms
 from orbit_console.console.availability import recovery_mode
 from orbit_console.console.views.common import NoCredentialError, arender, console_view
 from orbit_console.console.views.drafts import keeps_draft, take_draft
+from orbit_console.console.views.stepup import step_up_detour
 from orbit_console.decisions import batches
 from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
 from orbit_console.decisions.proposals import ProposalRefused
@@ -381,6 +382,10 @@ def _step(name: str) -> Any:
         steers = person.user.pk in (batch.created_by_id, batch.sent_as_id)
         if not person.has_role(SUPERVISOR) and (supervisors_only or not steers):
             raise PermissionDenied
+        if supervisors_only:
+            page = reverse("console:batch", args=[batch.id])
+            if detour := await step_up_detour(request, resume_at=page):
+                return detour
         try:
             moved = await sync_to_async(move)(batch.id, person.user, request)
         except ProposalRefused as refused:

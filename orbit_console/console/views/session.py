@@ -6,6 +6,7 @@ when configured. Nothing here depends on the form: the page a person signs in to
 gives back their draft, whoever authenticated them.
 """
 
+import time
 from typing import Any
 
 from django.contrib.auth.views import LoginView, LogoutView
@@ -28,11 +29,17 @@ from orbit_console.people.drafts import draft_waiting
 from orbit_console.signin import provider as oidc_provider
 from orbit_console.signin.logout import provider_logout_url
 from orbit_console.signin.session import KEY as OIDC_SESSION
+from orbit_console.signin.stepup import record_authentication
 
 
 class SignInView(LoginView):
     template_name = "console/signin.html"
     redirect_authenticated_user = True
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        record_authentication(self.request, method="password", at=time.time())
+        return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)

@@ -119,6 +119,14 @@ def submission_create(
     return Created(submission, created=True)
 
 
+@dataclass(frozen=True)
+class Authenticated:
+    """How and when a decider last authenticated before deciding (the audit record's)."""
+
+    how: str
+    at: datetime
+
+
 def record_event(
     kind: str,
     *,
@@ -128,6 +136,7 @@ def record_event(
     actor: User | None,
     note: str = "",
     now: datetime | None = None,
+    authenticated: Authenticated | None = None,
 ) -> ConsoleEvent:
     """Append to the console's record, and announce it on the task's group once committed
     (a batch's own entries, which name no task, on the batch's group)."""
@@ -151,6 +160,8 @@ def record_event(
                 actor=actor,
                 note=note,
                 created_at=now or timezone.now(),
+                authenticated_how=authenticated.how if authenticated else "",
+                authenticated_at=authenticated.at if authenticated else None,
             )
         )
     if subject is not None:

@@ -7,9 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from orbit_console.decisions.models import Proposal
+from orbit_console.decisions.chain import entry_hash
+from orbit_console.decisions.models import ConsoleEvent, Proposal
 from orbit_console.decisions.proposals import proposal_create
 from tests.browser.conftest import sign_in
 from tests.support.orbit import RETRY_REVISION
@@ -62,6 +64,7 @@ def test_rejecting_after_the_sign_in_grew_old_asks_for_the_password_and_keeps_th
     page.locator("#step-up-form button[type=submit]").click()
     expect(page.locator("#step-up-error")).to_be_visible()
     page.fill("#id_password", supervisor.password)
+    confirmed_at = timezone.now()
     page.locator("#step-up-form button[type=submit]").click()
 
     expect(page).to_have_url(f"{server.url}/proposals/{proposal.id}")
@@ -72,6 +75,12 @@ def test_rejecting_after_the_sign_in_grew_old_asks_for_the_password_and_keeps_th
     expect(page.locator("#proposal-state")).to_contain_text("Rejected")
     proposal.refresh_from_db()
     assert not proposal.is_pending
+    # The audit record says how and when the supervisor authenticated before deciding.
+    event = ConsoleEvent.objects.get(proposal=proposal, kind="proposal.rejected")
+    assert event.authenticated_how == "password"
+    assert event.authenticated_at is not None
+    assert abs((event.authenticated_at - confirmed_at).total_seconds()) < 3
+    assert event.entry_hash == entry_hash(event)  # covered by the record's hash chain
 
 
 def test_a_fresh_sign_in_decides_at_once(

@@ -21,7 +21,7 @@ from orbit_console.console.views.common import (
     task_now,
 )
 from orbit_console.console.views.drafts import keeps_draft, take_draft
-from orbit_console.console.views.stepup import step_up_detour
+from orbit_console.console.views.stepup import authenticated_of, step_up_detour
 from orbit_console.decisions.batches import awaiting_approval
 from orbit_console.decisions.models import (
     ConsoleEvent,
@@ -238,6 +238,7 @@ async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpR
             proposal_id=proposal_id,
             approver=person.user,  # type: ignore[arg-type]
             note=note,
+            authenticated=await authenticated_of(request),
         )
     except Proposal.DoesNotExist:
         raise Http404("no such proposal") from None
@@ -268,6 +269,7 @@ async def proposal_reject_view(request: HttpRequest, proposal_id: str) -> HttpRe
             proposal_id=proposal_id,
             supervisor=person.user,  # type: ignore[arg-type]
             reason=request.POST.get("reason", "")[:1024],
+            authenticated=await authenticated_of(request),
         )
     except Proposal.DoesNotExist:
         raise Http404("no such proposal") from None

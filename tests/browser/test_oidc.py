@@ -27,10 +27,14 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import BrowserContext, Page, Route, expect
 
+from orbit_console.decisions.models import ConsoleEvent
+from orbit_console.decisions.proposals import proposal_create
 from orbit_console.ledger.seed import seed_world
 from orbit_console.people.models import OrbitCredential
 from orbit_console.signin.models import OidcIdentity
 from tests.support.oidc import OidcProvider
+from tests.support.orbit import RETRY_REVISION
+from tests.support.people import make_person
 from tests.support.servers import DaphneServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.system_extra]
@@ -39,6 +43,7 @@ CLIENT_ID = "orbit-console"
 CLIENT_SECRET = secrets.token_urlsafe(32)
 OTHER_CLIENT_ID = "another-app"
 RECHECK_SECONDS = 3
+STEP_UP_SECONDS = 8
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +97,7 @@ def server(
             # back-channel logout was told so, not found out by looking.
             "SESSION_RECHECK_SECONDS": "600",
             "OIDC_RECHECK_SECONDS": str(RECHECK_SECONDS),
+            "STEP_UP_MAX_AGE_SECONDS": str(STEP_UP_SECONDS),
         },
     )
     clients = [
@@ -398,3 +404,46 @@ def test_a_change_of_groups_changes_the_roles_at_the_next_re_check_and_a_refused
     time.sleep(RECHECK_SECONDS + 0.5)
     page.goto(f"{server.url}/")
     expect(page).to_have_url(re.compile(re.escape(f"{server.url}/signin")))
+
+
+def test_deciding_with_an_old_company_sign_in_signs_in_at_the_provider_again_and_keeps_the_reason(
+    page: Page, server: DaphneServer, idp: OidcProvider, oidc_world: dict[str, Any], live_db: None
+) -> None:
+    login = f"sam-{secrets.token_hex(3)}"
+    idp.set_account(login, groups=["orbit-supervisors"])
+    operator = make_person(oidc_world, "operator")
+    proposal = proposal_create(
+        action="retry",
+        task_id=oidc_world["tasks"]["failed"],
+        queue_id=oidc_world["queue_id"],
+        namespace_id=oidc_world["namespace_id"],
+        expected_revision=RETRY_REVISION,
+        body="{}",
+        proposed_by=operator.user,
+    ).proposal
+    company_sign_in(page, server, login)
+    expect(page.locator("header .who")).to_contain_text(login)
+    page.goto(f"{server.url}/proposals/{proposal.id}")
+    time.sleep(STEP_UP_SECONDS + 1)
+    reason = "Wrong revision: the task moved after the review"
+    page.fill("#reject-reason", reason)
+    reject = page.locator("#reject-reason").locator("xpath=ancestor::form")
+    reject.locator("button[type=submit]").click()
+
+    # The provider asks for the password again (prompt=login), whatever its own session.
+    expect(page.locator("input[name=login]")).to_be_visible()
+    proposal.refresh_from_db()
+    assert proposal.is_pending
+    page.fill("input[name=login]", login)
+    page.fill("input[name=password]", "any password")
+    again_at = time.time()
+    page.locator("button[type=submit]").click()
+
+    expect(page).to_have_url(f"{server.url}/proposals/{proposal.id}")
+    expect(page.locator("#reject-reason")).to_have_value(reason)
+    reject.locator("button[type=submit]").click()
+    expect(page.locator("#proposal-state")).to_contain_text("Rejected")
+    event = ConsoleEvent.objects.get(proposal=proposal, kind="proposal.rejected")
+    assert event.authenticated_how == "oidc"
+    assert event.authenticated_at is not None
+    assert abs(event.authenticated_at.timestamp() - again_at) < 5

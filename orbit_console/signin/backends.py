@@ -133,6 +133,7 @@ class OidcBackend(OIDCAuthenticationBackend):
             "sid": str(payload.get("sid", "")),
             "auth_time": payload.get("auth_time") or payload.get("iat"),
             "acr": payload.get("acr"),
+            "namespaces": list(rule.namespaces),
             "id_token": id_token,
             "refresh_token": getattr(self, "_refresh_token", None),
         }

@@ -25,6 +25,7 @@ def remember_signin(request: HttpRequest, info: dict[str, Any]) -> None:
         "sub": info["sub"],
         "sid": info["sid"],
         "auth_time": info["auth_time"],
+        "namespaces": info.get("namespaces", []),
         "checked_at": int(timezone.now().timestamp()),
     }
     if info.get("refresh_token"):

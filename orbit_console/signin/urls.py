@@ -12,5 +12,7 @@ urlpatterns = [
         name="oidc_backchannel_logout",
     ),
     path("signin/confirm", views.confirm, name="confirm"),
+    path("people/<str:username>", views.person_page, name="person"),
+    path("people/<str:username>/signout", views.person_sign_out, name="person_sign_out"),
     path("signout/everywhere", views.sign_out_everywhere, name="sign_out_everywhere"),
 ]

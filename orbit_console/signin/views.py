@@ -6,22 +6,26 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth import authenticate, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from orbit_console.ops.sessions import sessions_of_user
 from orbit_console.signin import provider, session
 from orbit_console.signin.backends import REFUSED
 from orbit_console.signin.logout import LogoutTokenRefused, backchannel_logout, person_sessions_end
+from orbit_console.signin.models import OidcIdentity
 from orbit_console.signin.stepup import STEP_UP, is_company_session, record_authentication
 
 log = logging.getLogger(__name__)
@@ -152,3 +156,45 @@ def confirm(request: HttpRequest) -> HttpResponse:
             return redirect(next_url)
         error = "wrong"
     return render(request, "signin/confirm.html", {"next": next_url, "error": error})
+
+
+def _administrator(request: HttpRequest) -> None:
+    """The console's administrators are Django's superusers (``manage.py createsuperuser``):
+    the people who run ``manage.py console`` may also act here."""
+    if not request.user.is_authenticated or not request.user.is_superuser:
+        raise PermissionDenied
+
+
+@login_required
+@never_cache
+def person_page(request: HttpRequest, username: str) -> HttpResponse:
+    """``GET /people/NAME`` (administrators): who the person is, and ending their sessions."""
+    _administrator(request)
+    person = get_object_or_404(User, username=username)
+    identity = OidcIdentity.objects.filter(user=person).first()
+    context = {
+        "person": person,
+        "roles": sorted(person.groups.values_list("name", flat=True)),
+        "identity": identity,
+        "sessions": len(sessions_of_user(person.pk)),
+    }
+    return render(request, "signin/person.html", context)
+
+
+@login_required
+@require_POST
+def person_sign_out(request: HttpRequest, username: str) -> HttpResponse:
+    """``POST /people/NAME/signout`` (administrators): every session of the person ends now,
+    their open pages too (as ``manage.py console signout NAME``)."""
+    _administrator(request)
+    person = get_object_or_404(User, username=username)
+    if person.pk == request.user.pk:
+        logout(request)
+    ended = person_sessions_end(user=person)
+    if person.pk == request.user.pk:
+        return redirect("login")
+    messages.success(
+        request,
+        ngettext("%(count)d session ended.", "%(count)d sessions ended.", ended) % {"count": ended},
+    )
+    return redirect("signin:person", username=person.get_username())

@@ -123,6 +123,9 @@ ROUTES: dict[str, Route] = {
         # The platform's audit detail needs tasks:audit:read, which every role implies.
         {"GET": every(200)},
     ),
+    # Administrators only (Django's superusers; tests/console/test_commands.py): no role is one.
+    "signin:person": Route("/people/nobody", {"GET": every(403)}, scoped=False),
+    "signin:person_sign_out": Route("/people/nobody/signout", {"POST": every(403)}, scoped=False),
     "console:approvals": Route(
         "/approvals", {"GET": {"operator": 403, "supervisor": 200, "auditor": 403}}, scoped=False
     ),

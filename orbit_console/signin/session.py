@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.contrib.sessions.models import Session
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -47,6 +48,10 @@ def remember_signin(request: HttpRequest, info: dict[str, Any]) -> None:
     request.session.save()
     user = request.user
     assert isinstance(user, User)  # noqa: S101 -- signed in just now
+    # The person's rows of sessions that have ended meanwhile go (a back-channel logout
+    # naming them would find nothing to end).
+    live = Session.objects.filter(expire_date__gt=timezone.now()).values("session_key")
+    OidcSession.objects.filter(user=user).exclude(session_key__in=live).delete()
     OidcSession.objects.update_or_create(
         session_key=request.session.session_key, defaults={"user": user, "sid": info["sid"]}
     )

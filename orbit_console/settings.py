@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 
 from orbit_console.lib.env import env_bool, env_int, env_list, env_names, env_str
 from orbit_console.lib.localsecret import local_secret
+from orbit_console.signin.rules import parse_filter, parse_rules
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("ORBIT_VAR_DIR", str(BASE_DIR / "var")))
@@ -62,6 +63,7 @@ INSTALLED_APPS = [
     "orbit_console.ledger",
     "orbit_console.events",
     "orbit_console.people",
+    "orbit_console.signin",
     "orbit_console.decisions",
     "orbit_console.feed",
     "orbit_console.console",
@@ -90,6 +92,8 @@ SYNC_MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Company sign-in's periodic re-check at the provider (signin/recheck.py).
+    "orbit_console.signin.recheck.RecheckMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -295,6 +299,39 @@ AXES_HANDLER = "orbit_console.people.throttle.ThrottleHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 AXES_VERBOSE = False
+# Company sign-in (OpenID Connect, docs/sign-in.md): on when OIDC_ISSUER is set. The endpoints
+# come from the issuer's discovery document; the code flow uses PKCE, state and nonce; the ID
+# token is verified against the provider's JWKS (signature, issuer, audience, times). Roles and
+# namespaces follow OIDC_ROLE_RULES (signin/rules.py), read at every sign-in.
+OIDC_ISSUER = env_str("OIDC_ISSUER").rstrip("/")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "your company")
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid profile email groups")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_GROUPS_FILTER = parse_filter(env_str("OIDC_GROUPS_FILTER"))
+OIDC_ROLE_RULES = parse_rules(env_str("OIDC_ROLE_RULES"))
+OIDC_ACR_VALUES = env_str("OIDC_ACR_VALUES")
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+# A company sign-in is re-checked at the provider (refresh token) this often, at the person's
+# next request (signin/recheck.py).
+OIDC_RECHECK_SECONDS = env_int("OIDC_RECHECK_SECONDS", 300, minimum=1)
+# Approving or rejecting needs an authentication younger than this (signin/stepup.py; 0: off).
+STEP_UP_MAX_AGE_SECONDS = env_int("STEP_UP_MAX_AGE_SECONDS", 600, minimum=0)
+# A back-channel logout token older than this is refused (signin/logout.py).
+OIDC_LOGOUT_TOKEN_MAX_AGE = env_int("OIDC_LOGOUT_TOKEN_MAX_AGE", 300, minimum=10)
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
+OIDC_AUTHENTICATION_CALLBACK_URL = "signin:oidc_callback"
+LOGIN_REDIRECT_URL_FAILURE = "login"
+if OIDC_ISSUER:
+    if not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+        raise ImproperlyConfigured("OIDC_ISSUER needs OIDC_CLIENT_ID and OIDC_CLIENT_SECRET")
+    if not OIDC_ROLE_RULES:
+        raise ImproperlyConfigured("OIDC_ISSUER needs OIDC_ROLE_RULES: nobody could sign in")
+    AUTHENTICATION_BACKENDS.append("orbit_console.signin.backends.OidcBackend")
 # The client's address is REMOTE_ADDR. Behind the reverse proxy, the image's CMD (`serve
 # --proxy-headers`) sets it from the X-Forwarded-For that the proxy writes afresh
 # (deploy/nginx.conf), so a client cannot choose the address its failures count against.
@@ -320,6 +357,12 @@ SECURE_CSP = {
     "base-uri": [CSP.NONE],
     "object-src": [CSP.NONE],
 }
+if OIDC_ISSUER:
+    # Signing out (a form) continues at the provider's end_session_endpoint (RP-initiated
+    # logout): browsers hold a form's redirects to form-action too.
+    _issuer_origin = re.match(r"https?://[^/?#]+", OIDC_ISSUER)
+    if _issuer_origin:
+        SECURE_CSP["form-action"] = [CSP.SELF, _issuer_origin.group(0)]
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

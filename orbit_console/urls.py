@@ -12,6 +12,7 @@ urlpatterns = [
     path("", include("orbit_console.timeline.urls")),
     path("", include("orbit_console.notifications.urls")),
     path("signin", session.SignInView.as_view(), name="login"),
+    path("", include("orbit_console.signin.urls")),
     path("signout", session.SignOutView.as_view(), name="logout"),
     path("session", session.session_status, name="session"),
     path("session/extend", session.session_extend, name="session_extend"),

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.chromium import HOW_TO_GET_ONE, find_chromium
 from tests.support.mysql import HOW_TO_GET_IT as MYSQL_DRIVER
+from tests.support.oidc import HOW_TO_GET as OIDC_PROVIDER
 from tests.support.people import TestPerson, make_person
 from tests.support.proxy import FaultyProxy
 from tests.support.servers import DaphneServer
@@ -160,6 +161,7 @@ _MISSING_EXTRAS = {
     "browser": HOW_TO_GET_ONE,
     "MySQL driver": MYSQL_DRIVER,
     **{f"deployment ({name})": how for name, how in TOOLS.items()},
+    "OpenID Connect provider": OIDC_PROVIDER,
 }
 
 

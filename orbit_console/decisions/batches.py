@@ -48,7 +48,7 @@ from orbit_console.decisions.models import (
     SubmissionState,
 )
 from orbit_console.decisions.proposals import APPROVALS_GROUP, ProposalRefused
-from orbit_console.decisions.submissions import record_event, submission_create
+from orbit_console.decisions.submissions import Authenticated, record_event, submission_create
 from orbit_console.lib import strictjson
 from orbit_console.lib.live import publish_on_commit
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
@@ -547,7 +547,13 @@ def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
         return _start(locked, sent_as=person, now=now)
 
 
-def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
+def batch_approve(
+    *,
+    batch_id: str,
+    approver: User,
+    note: str = "",
+    authenticated: Authenticated | None = None,
+) -> Batch:
     """Record a supervisor's approval, as for a single proposal (``proposal_approve``): nobody
     approves their own, nor twice. The last approval needed starts the batch, sent as that
     supervisor (returned ``starting``: ``batch_store`` follows); until then it stays proposed,
@@ -565,7 +571,14 @@ def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
             raise ProposalRefused(_("You have already approved this proposal."))
         now = timezone.now()
         Approval.objects.create(batch=batch, approver=approver, note=note, created_at=now)
-        record_event("batch.approved", batch=batch, actor=approver, note=note, now=now)
+        record_event(
+            "batch.approved",
+            batch=batch,
+            actor=approver,
+            note=note,
+            now=now,
+            authenticated=authenticated,
+        )
         if batch.approvals.count() < batch.required_approvals:
             _announce(batch)
             publish_progress(batch.id)
@@ -577,7 +590,13 @@ def batch_approve(*, batch_id: str, approver: User, note: str = "") -> Batch:
         return started
 
 
-def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
+def batch_reject(
+    *,
+    batch_id: str,
+    supervisor: User,
+    reason: str,
+    authenticated: Authenticated | None = None,
+) -> Batch:
     if not reason.strip():
         raise ProposalRefused(_("Say why the proposal is rejected."))
     _expire_batch_if_due(batch_id)
@@ -593,7 +612,14 @@ def batch_reject(*, batch_id: str, supervisor: User, reason: str) -> Batch:
         batch.save(
             update_fields=["state", "decided_by", "decided_at", "decision_note", "finished_at"]
         )
-        record_event("batch.rejected", batch=batch, actor=supervisor, note=reason, now=now)
+        record_event(
+            "batch.rejected",
+            batch=batch,
+            actor=supervisor,
+            note=reason,
+            now=now,
+            authenticated=authenticated,
+        )
         _announce(batch)
         publish_progress(batch.id)
         return batch

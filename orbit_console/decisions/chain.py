@@ -33,6 +33,9 @@ def entry_hash(event: ConsoleEvent) -> str:
     }
     if event.batch_id:  # entries from before batches keep their links
         content["batch_id"] = event.batch_id
+    if event.authenticated_at is not None:  # so do those from before step-up
+        content["authenticated_how"] = event.authenticated_how
+        content["authenticated_at"] = format_utc(event.authenticated_at)
     return auditkeys.link(event.key_id, strictjson.canonical(content).encode())
 
 

@@ -334,6 +334,11 @@ class ConsoleEvent(models.Model):
     entry_hash = models.CharField(max_length=64)
     # The audit key that links this entry (lib/auditkeys.py): its id, never the key.
     key_id = models.CharField(max_length=16, default="")
+    # How and when the actor of a decision (approval, rejection) last authenticated before it
+    # (signin/stepup.py): "password", or "oidc" with the provider's acr ("oidc acr=..."); the
+    # time is the provider's auth_time or the password's. Empty on other entries.
+    authenticated_how = models.CharField(max_length=120, blank=True, default="")
+    authenticated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "console_consoleevent"

@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from orbit_console.decisions.models import Approval, Proposal, ProposalState, Submission
 from orbit_console.decisions.submissions import (
+    Authenticated,
     credential_namespace,
     decision_slot,
     record_event,
@@ -110,7 +111,13 @@ def _insert(slot: str, **fields: object) -> Proposal:
     return proposal
 
 
-def proposal_approve(*, proposal_id: str, approver: User, note: str = "") -> Submission | None:
+def proposal_approve(
+    *,
+    proposal_id: str,
+    approver: User,
+    note: str = "",
+    authenticated: Authenticated | None = None,
+) -> Submission | None:
     """Record an approval. When it is the last one needed, the proposal becomes a submission
     sent as the approving supervisor, returned for sending; otherwise ``None``."""
     _expire_overdue(proposal_id)
@@ -124,7 +131,14 @@ def proposal_approve(*, proposal_id: str, approver: User, note: str = "") -> Sub
             raise ProposalRefused(_("You have already approved this proposal."))
         now = timezone.now()
         Approval.objects.create(proposal=proposal, approver=approver, note=note, created_at=now)
-        record_event("proposal.approved", proposal=proposal, actor=approver, note=note, now=now)
+        record_event(
+            "proposal.approved",
+            proposal=proposal,
+            actor=approver,
+            note=note,
+            now=now,
+            authenticated=authenticated,
+        )
         if proposal.approvals.count() < proposal.required_approvals:
             _announce(proposal)
             return None
@@ -148,7 +162,13 @@ def proposal_approve(*, proposal_id: str, approver: User, note: str = "") -> Sub
         return created.submission
 
 
-def proposal_reject(*, proposal_id: str, supervisor: User, reason: str) -> Proposal:
+def proposal_reject(
+    *,
+    proposal_id: str,
+    supervisor: User,
+    reason: str,
+    authenticated: Authenticated | None = None,
+) -> Proposal:
     if not reason.strip():
         raise ProposalRefused(_("Say why the proposal is rejected."))
     _expire_overdue(proposal_id)
@@ -156,7 +176,14 @@ def proposal_reject(*, proposal_id: str, supervisor: User, reason: str) -> Propo
         proposal = _locked_pending(proposal_id)
         if not supervisor.groups.filter(name=SUPERVISOR).exists():
             raise ProposalRefused(_("Only a supervisor can reject a proposal."))
-        return _close(proposal, ProposalState.REJECTED, "proposal.rejected", supervisor, reason)
+        return _close(
+            proposal,
+            ProposalState.REJECTED,
+            "proposal.rejected",
+            supervisor,
+            reason,
+            authenticated=authenticated,
+        )
 
 
 def proposal_withdraw(*, proposal_id: str, person: User) -> Proposal:
@@ -214,7 +241,15 @@ def _expire_if_due(proposal: Proposal, now: datetime) -> bool:
     return True
 
 
-def _close(proposal: Proposal, state: str, kind: str, actor: User | None, note: str) -> Proposal:
+def _close(
+    proposal: Proposal,
+    state: str,
+    kind: str,
+    actor: User | None,
+    note: str,
+    *,
+    authenticated: Authenticated | None = None,
+) -> Proposal:
     now = timezone.now()
     proposal.state = state
     proposal.decided_by = actor
@@ -224,7 +259,9 @@ def _close(proposal: Proposal, state: str, kind: str, actor: User | None, note: 
     proposal.save(
         update_fields=["state", "decided_by", "decided_at", "decision_note", "decision_slot"]
     )
-    record_event(kind, proposal=proposal, actor=actor, note=note, now=now)
+    record_event(
+        kind, proposal=proposal, actor=actor, note=note, now=now, authenticated=authenticated
+    )
     _announce(proposal)
     return proposal
 

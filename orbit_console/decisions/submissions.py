@@ -128,6 +128,14 @@ def submission_create(
     return Created(submission, created=True)
 
 
+@dataclass(frozen=True)
+class Authenticated:
+    """How and when a decider last authenticated before deciding (the audit record's)."""
+
+    how: str
+    at: datetime
+
+
 def record_event(
     kind: str,
     *,
@@ -137,6 +145,7 @@ def record_event(
     actor: User | None,
     note: str = "",
     now: datetime | None = None,
+    authenticated: Authenticated | None = None,
 ) -> ConsoleEvent:
     """Append to the console's record, and announce it on the task's group once committed
     (a batch's own entries, which name no task, on the batch's group)."""
@@ -160,6 +169,8 @@ def record_event(
                 actor=actor,
                 note=note,
                 created_at=now or timezone.now(),
+                authenticated_how=authenticated.how if authenticated else "",
+                authenticated_at=authenticated.at if authenticated else None,
             )
         )
         # Apps above this one that act on what is recorded (notifications: an outbox row in

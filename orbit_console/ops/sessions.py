@@ -159,3 +159,15 @@ def session_expiry(session_key: str) -> datetime | None:
     now = _SESSIONS.connection.ops.adapt_datetimefield_value(timezone.now())
     session = _SESSIONS.one("session_key = %s AND expire_date > %s", [session_key, now])
     return None if session is None else session.expire_date
+
+
+def sessions_of_user(user_id: int) -> list[str]:
+    """The keys of the sessions signed in as ``user_id`` that have not ended. Django does not
+    index sessions by person: each live row is decoded, as Django's own admin would (a
+    console has hundreds of sessions, not millions)."""
+    now = timezone.now()
+    keys = []
+    for session in Session.objects.filter(expire_date__gt=now).iterator():
+        if str(session.get_decoded().get("_auth_user_id")) == str(user_id):
+            keys.append(session.session_key)
+    return keys

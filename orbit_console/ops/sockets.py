@@ -9,10 +9,13 @@ after (``static/js/console.js``). An outage after the socket was accepted ends i
 """
 
 import asyncio
+import hashlib
 import logging
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
@@ -119,6 +122,38 @@ class _Watched:
                 pending.cancel()
 
     async def _watch(self, send: Any) -> None:
+        """Until the session ends: its row's end and every ``SESSION_RECHECK_SECONDS``, or at
+        once when told on the channel layer that it was ended (``end_sessions``: sign out
+        everywhere, an administrator, the identity provider's back-channel logout)."""
+        looks = asyncio.create_task(self._look())
+        told = asyncio.create_task(self._listen())
+        try:
+            await asyncio.wait({looks, told}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            looks.cancel()
+            told.cancel()
+        if not self.closed:
+            self.closed = True
+            await send({"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED})
+        self.ended.set()
+
+    async def _listen(self) -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            await asyncio.Event().wait()  # no layer: the looks alone decide
+        assert layer is not None  # noqa: S101 -- for the type checker
+        channel = await layer.new_channel()
+        group = session_group(self.session_key)
+        await layer.group_add(group, channel)
+        try:
+            while True:
+                message = await layer.receive(channel)
+                if message.get("type") == SESSION_ENDED:
+                    return
+        finally:
+            await layer.group_discard(group, channel)
+
+    async def _look(self) -> None:
         while True:
             try:
                 expiry = await database_sync_to_async(session_expiry)(self.session_key)
@@ -129,10 +164,42 @@ class _Watched:
                 await asyncio.sleep(settings.SESSION_RECHECK_SECONDS)
                 continue
             if expiry is None:
-                break
+                return
             left = (expiry - timezone.now()).total_seconds()
             await asyncio.sleep(max(0.05, min(float(settings.SESSION_RECHECK_SECONDS), left)))
-        if not self.closed:
-            self.closed = True
-            await send({"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED})
-        self.ended.set()
+
+
+SESSION_ENDED = "session.ended"
+
+
+def session_group(session_key: str) -> str:
+    """The channel-layer group of one session's sockets (named by a hash: the key is a
+    secret, and Redis's keys are not)."""
+    return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+def end_sessions(session_keys: list[str]) -> int:
+    """End these sessions now: their rows go (the next request of theirs is signed out), and
+    once that is committed their open sockets are told and close with
+    ``CLOSE_UNAUTHENTICATED`` (every process's, through the channel layer). How many rows
+    went."""
+    from django.contrib.sessions.models import Session
+    from django.db import transaction
+
+    keys = [key for key in session_keys if key]
+    if not keys:
+        return 0
+    deleted, _ = Session.objects.filter(session_key__in=keys).delete()
+
+    def tell() -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        for key in keys:
+            try:
+                async_to_sync(layer.group_send)(session_group(key), {"type": SESSION_ENDED})
+            except Exception:  # the rows are gone: the sockets' own looks end them soon
+                logger.warning("a socket could not be told its session ended", exc_info=True)
+
+    transaction.on_commit(tell)
+    return deleted

@@ -58,6 +58,12 @@ PUBLIC = {"login", "logout", "set_language", "health-live", "health-ready", "met
 # What a page knows of its own session (tests/console/test_sessions_and_drafts.py): anyone may
 # ask; the signed out are told only that they are signed out.
 PUBLIC |= {"session", "session_extend"}
+# Company sign-in (tests/browser/test_oidc.py): the way in and back from the provider.
+PUBLIC |= {"signin:oidc_start", "signin:oidc_callback", "signin:oidc_backchannel_logout"}
+# Any signed-in person ends their own sessions (the signed out are sent to sign in).
+PUBLIC |= {"signin:sign_out_everywhere"}
+# Step-up before deciding (tests/browser/test_step_up.py): any signed-in person confirms.
+PUBLIC |= {"signin:confirm"}
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,9 @@ ROUTES: dict[str, Route] = {
         # The platform's audit detail needs tasks:audit:read, which every role implies.
         {"GET": every(200)},
     ),
+    # Administrators only (Django's superusers; tests/console/test_commands.py): no role is one.
+    "signin:person": Route("/people/nobody", {"GET": every(403)}, scoped=False),
+    "signin:person_sign_out": Route("/people/nobody/signout", {"POST": every(403)}, scoped=False),
     "console:approvals": Route(
         "/approvals", {"GET": {"operator": 403, "supervisor": 200, "auditor": 403}}, scoped=False
     ),

@@ -293,3 +293,58 @@ def test_the_demo_prints_its_people_last_and_stops_on_ctrl_c_without_a_traceback
     assert "Traceback" not in printed and "KeyboardInterrupt" not in printed, printed
     assert printed.rstrip().endswith("Orbit Console demo stopped."), printed
     assert_port_closed(port)
+
+
+def test_console_signout_ends_every_session_of_the_person_at_once(
+    orbit_server: Any, people: dict[str, TestPerson]
+) -> None:
+    """Issue 31: an administrator ends a person's sessions; their next request is signed out,
+    another person's session stays."""
+    operator, supervisor = people["operator"], people["supervisor"]
+    with (
+        Console(orbit_server.url).sign_in(operator) as first,
+        Console(orbit_server.url).sign_in(operator) as second,
+        Console(orbit_server.url).sign_in(supervisor) as bystander,
+    ):
+        assert first.get("/").status_code == 200
+        done = run_manage("console", "signout", operator.username, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "2 session(s) ended" in done.stderr
+        for console in (first, second):
+            refused = console.get("/")
+            assert refused.status_code == 302
+            assert refused.headers["location"].startswith("/signin")
+        assert bystander.get("/").status_code == 200
+    unknown = run_manage("console", "signout", "nobody-of-that-name", timeout=120)
+    assert unknown.returncode != 0
+    assert "no person named" in unknown.stderr
+
+
+def test_an_administrator_ends_every_session_of_a_person_from_their_page(
+    orbit_server: Any, people: dict[str, TestPerson]
+) -> None:
+    """Issue 31: the person's page, for administrators (superusers), says how many sessions
+    they have open and ends them all; for anyone else it is refused."""
+    operator = people["operator"]
+    password = "an administrator's long password"
+    admin = User.objects.create_superuser(f"admin-{operator.username}", password=password)
+    administrator = TestPerson(
+        username=admin.username, password=password, user=admin, roles=frozenset()
+    )
+    page = f"/people/{operator.username}"
+    with (
+        Console(orbit_server.url).sign_in(operator) as first,
+        Console(orbit_server.url).sign_in(operator) as second,
+        Console(orbit_server.url).sign_in(administrator) as console,
+    ):
+        assert first.get(page).status_code == 403
+        shown = console.get(page)
+        assert shown.status_code == 200
+        assert "2" in text_of(shown.text.split('id="person-sessions"')[1].split("</dd>")[0])
+        ended = console.post(
+            f"{page}/signout", data=[("csrfmiddlewaretoken", console.csrf_token())]
+        )
+        assert ended.status_code == 302
+        for person_console in (first, second):
+            assert person_console.get("/").status_code == 302
+        assert console.get(page).status_code == 200  # the administrator's session stays

@@ -677,6 +677,12 @@ def test_person_without_a_credential_gets_the_no_credential_page(
             assert page.status_code == 403, path
             assert "You have no Orbit credential yet" in text_of(page.text), path
             assert "manage.py console user" in text_of(page.text), path
+            # Issue 31: exactly what to ask for (the permissions of the person's roles).
+            assert (
+                f"manage.py console user {person.username} --role operator --token-file PATH"
+                in text_of(page.text)
+            ), path
+            assert "tasks:read" in text_of(page.text), path
 
 
 def test_a_form_error_is_an_answer_not_a_warning_in_the_log(

@@ -22,6 +22,7 @@ from orbit_console.console.views.common import (
     task_now,
 )
 from orbit_console.console.views.drafts import keeps_draft, take_draft
+from orbit_console.console.views.stepup import authenticated_of, step_up_detour
 from orbit_console.console.waiting import next_waiting, waiting_count
 from orbit_console.decisions.batches import awaiting_approval
 from orbit_console.decisions.models import (
@@ -235,11 +236,14 @@ async def proposal_approve_view(request: HttpRequest, proposal_id: str) -> HttpR
     await _require_proposal_access(person, proposal_id)
     if (refused := await _refused_text(request, proposal_id, "note", note)) is not None:
         return refused
+    if detour := await step_up_detour(request, resume_at=_proposal_page(request, proposal_id)):
+        return detour
     try:
         submission = await sync_to_async(proposal_approve)(
             proposal_id=proposal_id,
             approver=person.user,  # type: ignore[arg-type]
             note=note,
+            authenticated=await authenticated_of(request),
         )
     except Proposal.DoesNotExist:
         raise Http404("no such proposal") from None
@@ -266,11 +270,14 @@ async def proposal_reject_view(request: HttpRequest, proposal_id: str) -> HttpRe
     reason = request.POST.get("reason", "")
     if (refused := await _refused_text(request, proposal_id, "reason", reason)) is not None:
         return refused
+    if detour := await step_up_detour(request, resume_at=_proposal_page(request, proposal_id)):
+        return detour
     try:
         await sync_to_async(proposal_reject)(
             proposal_id=proposal_id,
             supervisor=person.user,  # type: ignore[arg-type]
             reason=reason,
+            authenticated=await authenticated_of(request),
         )
     except Proposal.DoesNotExist:
         raise Http404("no such proposal") from None

@@ -30,6 +30,7 @@ from orbit_console.console import forms as wizard_forms
 from orbit_console.console.availability import recovery_mode
 from orbit_console.console.views.common import NoCredentialError, arender, console_view
 from orbit_console.console.views.drafts import keeps_draft, take_draft
+from orbit_console.console.views.stepup import authenticated_of, step_up_detour
 from orbit_console.decisions import batches
 from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOutcome
 from orbit_console.decisions.proposals import ProposalRefused
@@ -586,10 +587,10 @@ def _step(name: str) -> Any:
     """A POST that moves the batch (approve, reject, pause, resume, cancel)."""
     steps = {
         "approve": lambda b, p, r: batches.batch_approve(
-            batch_id=b, approver=p, note=r.POST.get("note", "")
+            batch_id=b, approver=p, note=r.POST.get("note", ""), authenticated=r.orbit_auth
         ),
         "reject": lambda b, p, r: batches.batch_reject(
-            batch_id=b, supervisor=p, reason=r.POST.get("reason", "")
+            batch_id=b, supervisor=p, reason=r.POST.get("reason", ""), authenticated=r.orbit_auth
         ),
         "pause": lambda b, p, r: batches.batch_pause(batch_id=b, person=p),
         "resume": lambda b, p, r: batches.batch_resume(batch_id=b, person=p),
@@ -606,6 +607,11 @@ def _step(name: str) -> Any:
         steers = person.user.pk in (batch.created_by_id, batch.sent_as_id)
         if not person.has_role(SUPERVISOR) and (supervisors_only or not steers):
             raise PermissionDenied
+        if supervisors_only:
+            page = reverse("console:batch", args=[batch.id])
+            if detour := await step_up_detour(request, resume_at=page):
+                return detour
+            request.orbit_auth = await authenticated_of(request)  # type: ignore[attr-defined]
         try:
             moved = await sync_to_async(move)(batch.id, person.user, request)
         except ProposalRefused as refused:

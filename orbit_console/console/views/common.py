@@ -16,7 +16,8 @@ from orbit_console.client import OrbitClient, OrbitError, OutcomeUnknown, Task
 from orbit_console.console.views.drafts import remember_owner, sign_in_again
 from orbit_console.ops.sessions import touch
 from orbit_console.people.access import require_task_access
-from orbit_console.people.person import Person, load_person, orbit_client
+from orbit_console.people.person import Person, load_person, orbit_client, role_permissions
+from orbit_console.signin.session import KEY as OIDC_SESSION
 
 _answers = logging.getLogger("orbit_console.console.answers")
 
@@ -48,13 +49,30 @@ def console_view(view: AsyncView) -> AsyncView:
     return wrapper
 
 
+def _what_to_ask_for(request: HttpRequest) -> dict[str, Any]:
+    """A person with no credential, against an external Orbit: exactly what to ask an
+    administrator for — a token for them, in the namespaces their company groups name, with
+    the permissions of their roles, enrolled with ``console user`` (docs/sign-in.md)."""
+    person: Person = request.person  # type: ignore[attr-defined]
+    company = request.session.get(OIDC_SESSION)
+    namespaces = company.get("namespaces", []) if isinstance(company, dict) else []
+    return {
+        "problem": "credential",
+        "ask_username": person.name,
+        "ask_roles": sorted(person.roles),
+        "ask_permissions": sorted(role_permissions(person.roles)),
+        "ask_namespaces": namespaces,
+        "ask_role_flags": " ".join(f"--role {role}" for role in sorted(person.roles)),
+    }
+
+
 async def _serve(view: AsyncView, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
     try:
         response: HttpResponse = await view(request, *args, **kwargs)
         return response
     except NoCredentialError:
         return await arender(
-            request, "console/api_problem.html", {"problem": "credential"}, status=403
+            request, "console/api_problem.html", _what_to_ask_for(request), status=403
         )
     except OrbitError as error:
         # The API's 400 answers what the browser asked for (a cursor, a filter): the

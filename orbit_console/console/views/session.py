@@ -1,15 +1,16 @@
 """Signing in and out, what a page knows of its session, and the refused form that keeps what
 it carried (docs/console.md, "Sessions and drafts").
 
-Signing in is the password form today; company sign-in (OpenID Connect) is to come beside it.
-Nothing here depends on the form: the page a person signs in to (``next``) gives back their
-draft, whoever authenticated them.
+Signing in is the password form, and company sign-in (OpenID Connect, ``signin/``) beside it
+when configured. Nothing here depends on the form: the page a person signs in to (``next``)
+gives back their draft, whoever authenticated them.
 """
 
+import time
 from typing import Any
 
 from django.contrib.auth.views import LoginView, LogoutView
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -25,16 +26,27 @@ from orbit_console.console.views.drafts import (
 )
 from orbit_console.ops.sessions import timing, touch
 from orbit_console.people.drafts import draft_waiting
+from orbit_console.signin import provider as oidc_provider
+from orbit_console.signin.logout import provider_logout_url
+from orbit_console.signin.session import KEY as OIDC_SESSION
+from orbit_console.signin.stepup import record_authentication
 
 
 class SignInView(LoginView):
     template_name = "console/signin.html"
     redirect_authenticated_user = True
 
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        record_authentication(self.request, method="password", at=time.time())
+        return response
+
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         key = self.request.COOKIES.get(DRAFT_COOKIE, "")
         context["draft_waiting"] = bool(key) and draft_waiting(browser_key=key)
+        if oidc_provider.enabled():
+            context["oidc_provider_name"] = oidc_provider.display_name()
         return context
 
 
@@ -42,7 +54,16 @@ class SignOutView(LogoutView):
     """Signing out on purpose: nothing of this browser's is kept for later."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        company = request.session.get(OIDC_SESSION) if oidc_provider.enabled() else None
+        # RP-initiated logout: signed in through the provider, signed out of it too.
+        at_provider = (
+            provider_logout_url(request, id_token_sealed=company.get("id_token"))
+            if isinstance(company, dict)
+            else None
+        )
         response = super().post(request, *args, **kwargs)
+        if at_provider is not None:
+            response = HttpResponseRedirect(at_provider)
         forget_browser(request, response)
         return response
 

@@ -5,6 +5,7 @@ console user NAME --role operator [--role supervisor ...]
              [--namespace ID|NAME ...]         (embedded API: where to mint credentials)
              [--token-file PATH]               (a token issued by Orbit: checked, then stored)
              [--drop-namespace ID ...]         (take away the credential held there)
+console signout NAME                           (end every session of the person now)
 
 A person holds at most one credential per namespace and sees what their credentials cover: a
 credential for a namespace replaces the one held there, those of other namespaces stay.
@@ -29,6 +30,7 @@ from orbit_console.people.credentials import (
 )
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import ROLES
+from orbit_console.signin.logout import person_sessions_end
 
 
 class Command(BaseCommand):
@@ -53,6 +55,10 @@ class Command(BaseCommand):
             metavar="ID",
             help="take away the person's credential in this namespace (repeatable)",
         )
+        signout = commands.add_parser(
+            "signout", help="end every session of a person now (their open pages too)"
+        )
+        signout.add_argument("name")
         user.add_argument(
             "--token-file",
             type=Path,
@@ -60,6 +66,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["command"] == "signout":
+            self._sign_out(options["name"])
+            return
         name: str = options["name"]
         roles = frozenset(options["role"])
         password = None
@@ -102,6 +111,13 @@ class Command(BaseCommand):
         self.stderr.write(
             f"{'created' if created else 'updated'} {name}: {', '.join(sorted(roles))}"
         )
+
+    def _sign_out(self, name: str) -> None:
+        user = get_user_model().objects.filter(username=name).first()
+        if user is None:
+            raise CommandError(f"no person named {name!r}")
+        ended = person_sessions_end(user=user)
+        self.stderr.write(f"signed out {name}: {ended} session(s) ended")
 
     def _namespaces(self, wanted: list[str], dropped: list[str]) -> list[str]:
         """The namespaces to mint credentials in: those named (by id or by name); else the

@@ -80,12 +80,13 @@ def mysql_args(database_url: str) -> tuple[list[str], str]:
 
 
 def submissions_of(database: str) -> dict[str, dict[str, str]]:
-    """{submission id: its task, action, idempotency key digest, state} in ``database``."""
+    """{submission id: its task, action, idempotency key digest, state, the API's audit id}
+    in ``database``."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, task_id, action, idempotency_key, state FROM `{database}`."  # noqa: S608
+            f"SELECT id, task_id, action, idempotency_key, state, audit_id FROM `{database}`."  # noqa: S608
             "console_submission"
         )
         return {
@@ -94,6 +95,7 @@ def submissions_of(database: str) -> dict[str, dict[str, str]]:
                 "action": row[2],
                 "key_digest": hashlib.sha256(row[3].encode()).hexdigest(),
                 "state": row[4],
+                "audit_id": row[5],
             }
             for row in cursor.fetchall()
         }
@@ -244,6 +246,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             "receipt_shown": 'id="receipt-audit-id"' in page.text,
         }
         restored_base = {"DATABASE_URL": restored_url}
+        # The console's own report of what it lacks: ``manage.py restored`` on the restored
+        # database, asking the API (a live replica's embedded API, which the restore did not
+        # rewind) with a token that may read the audit.
+        code, out = run_manage(
+            {
+                **restored_base,
+                "ORBIT_API_URL": Replicas.url(rig.console),
+                "ORBIT_RESTORE_TOKEN": seeded["tokens"]["admin"],
+            },
+            "restored", "--since", format_utc(backup_time), "--json",
+        )  # fmt: skip
+        listed = json.loads(out[out.index("{") :]) if "{" in out else {"missing": []}
+        listed_ids = {row["audit_id"] for row in listed["missing"]}
+        missing_ids = {row["audit_id"] for row in missing.values() if row["audit_id"]}
+        results["restored_command"] = {
+            "exit": code,
+            "applied_since": listed.get("applied_since"),
+            "listed": len(listed_ids),
+            "missing_from_restored_not_listed": sorted(missing_ids - listed_ids),
+        }
         code, out = run_manage(restored_base, "audit", "verify")
         results["audit_verify_undeclared"] = {
             "exit": code,
@@ -278,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (BENCH_DIR / "drill-backup.json").write_text(json.dumps(results, indent=2))
     print(json.dumps({k: v for k, v in results.items() if k != "machine"}, indent=2))
     restore = results["restore"]
+    restore_missing = restore["applied_after_backup_missing_from_restored"]
     passed = (
         not restore["lost_of_those"]
         and not restore["missing_but_not_reported"]
@@ -285,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         and results["load"]["duplicated"] == 0
         and results["restored_console_serves"]["receipt_shown"]
         and results["audit_verify_undeclared"]["exit"] != 0
+        and not results["restored_command"]["missing_from_restored_not_listed"]
+        and results["restored_command"]["exit"] == (1 if restore_missing else 0)
         and results["declare_restore"]["exit"] == 0
         and results["audit_verify_declared"]["exit"] == 0
         and results["audit_verify_declared"]["names_declared_restore"]

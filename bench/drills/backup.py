@@ -16,8 +16,10 @@ restored into ``drill_backup_restored`` and a console is started on it. The dril
   are listed (each with its task, action and audit id) — and every decision missing from the
   restored console must be on that list;
 - the restored console serves a decision from before the backup, receipt included;
-- what ``manage.py audit verify`` says of the restored database against the checkpoints
-  signed after the backup (a rewind).
+- ``manage.py audit verify`` on the restored database, against the checkpoints (one signed
+  before the backup, one after it): before the restore is declared it must fail (a rewind,
+  undeclared, is tampering); ``manage.py audit declare-restore --taken-at <the backup's time>``
+  then declares it, signed, and ``audit verify`` must pass and name it as a declared restore.
 
 Results: stdout and ``var/bench/drill-backup.json``; docs/reliability.md. Both databases are
 dropped at the end.
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,8 @@ from common import (
     run_manage,
     settle,
 )
+
+from orbit_console.lib.rfc3339 import format_utc
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -75,12 +80,13 @@ def mysql_args(database_url: str) -> tuple[list[str], str]:
 
 
 def submissions_of(database: str) -> dict[str, dict[str, str]]:
-    """{submission id: its task, action, idempotency key digest, state} in ``database``."""
+    """{submission id: its task, action, idempotency key digest, state, the API's audit id}
+    in ``database``."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, task_id, action, idempotency_key, state FROM `{database}`."  # noqa: S608
+            f"SELECT id, task_id, action, idempotency_key, state, audit_id FROM `{database}`."  # noqa: S608
             "console_submission"
         )
         return {
@@ -89,6 +95,7 @@ def submissions_of(database: str) -> dict[str, dict[str, str]]:
                 "action": row[2],
                 "key_digest": hashlib.sha256(row[3].encode()).hexdigest(),
                 "state": row[4],
+                "audit_id": row[5],
             }
             for row in cursor.fetchall()
         }
@@ -164,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         replicas.start()
         load = Load(replicas, people, seeded["queue_id"]).start()
         time.sleep(args.soak)
+        code, out = run_manage(base, "audit", "checkpoint")  # the newest the backup will hold
+        assert code == 0, out
+        backup_time = datetime.now(UTC)
         before = submissions_of(live_name)  # stored before the backup began
         dump_began = time.monotonic()
         with dump.open("wb") as out_file:
@@ -235,8 +245,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status": page.status_code,
             "receipt_shown": 'id="receipt-audit-id"' in page.text,
         }
-        code, out = run_manage({"DATABASE_URL": restored_url}, "audit", "verify")
-        results["audit_verify_restored"] = {"exit": code, "output": out.strip().splitlines()[-8:]}
+        restored_base = {"DATABASE_URL": restored_url}
+        # The console's own report of what it lacks: ``manage.py restored`` on the restored
+        # database, asking the API (a live replica's embedded API, which the restore did not
+        # rewind) with a token that may read the audit.
+        code, out = run_manage(
+            {
+                **restored_base,
+                "ORBIT_API_URL": Replicas.url(rig.console),
+                "ORBIT_RESTORE_TOKEN": seeded["tokens"]["admin"],
+            },
+            "restored", "--since", format_utc(backup_time), "--json",
+        )  # fmt: skip
+        listed = json.loads(out[out.index("{") :]) if "{" in out else {"missing": []}
+        listed_ids = {row["audit_id"] for row in listed["missing"]}
+        missing_ids = {row["audit_id"] for row in missing.values() if row["audit_id"]}
+        results["restored_command"] = {
+            "exit": code,
+            "applied_since": listed.get("applied_since"),
+            "listed": len(listed_ids),
+            "missing_from_restored_not_listed": sorted(missing_ids - listed_ids),
+        }
+        code, out = run_manage(restored_base, "audit", "verify")
+        results["audit_verify_undeclared"] = {
+            "exit": code,
+            "output": out.strip().splitlines()[-8:],
+        }
+        code, out = run_manage(
+            restored_base, "audit", "declare-restore",
+            "--taken-at", format_utc(backup_time),
+            "--reason", "drill 3: restored from the mariadb-dump backup",
+        )  # fmt: skip
+        results["declare_restore"] = {"exit": code, "output": out.strip()[-400:]}
+        code, out = run_manage(restored_base, "audit", "verify")
+        results["audit_verify_declared"] = {
+            "exit": code,
+            "output": out.strip().splitlines()[-8:],
+            "names_declared_restore": "declared restore:" in out,
+        }
     finally:
         if load is not None:
             load.stop()
@@ -254,12 +300,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     (BENCH_DIR / "drill-backup.json").write_text(json.dumps(results, indent=2))
     print(json.dumps({k: v for k, v in results.items() if k != "machine"}, indent=2))
     restore = results["restore"]
+    restore_missing = restore["applied_after_backup_missing_from_restored"]
     passed = (
         not restore["lost_of_those"]
         and not restore["missing_but_not_reported"]
         and results["load"]["lost"] == 0
         and results["load"]["duplicated"] == 0
         and results["restored_console_serves"]["receipt_shown"]
+        and results["audit_verify_undeclared"]["exit"] != 0
+        and not results["restored_command"]["missing_from_restored_not_listed"]
+        and results["restored_command"]["exit"] == (1 if restore_missing else 0)
+        and results["declare_restore"]["exit"] == 0
+        and results["audit_verify_declared"]["exit"] == 0
+        and results["audit_verify_declared"]["names_declared_restore"]
     )
     print("PASSED" if passed else "FAILED")
     return 0 if passed else 1

@@ -80,6 +80,18 @@ class GivenUp:
 
 
 @dataclass(frozen=True)
+class Restore:
+    """What a checkpoint that declares a restore signs (``manage.py audit declare-restore``):
+    the database was restored from a backup that holds checkpoint ``to`` (and nothing that a
+    later one signed is owed), which described the database ``from_database``."""
+
+    to: int
+    to_digest: str
+    from_database: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     number: int
     series: str
@@ -96,6 +108,7 @@ class Checkpoint:
     complete: bool = False  # lists the head of every chain
     gives_up: tuple[GivenUp, ...] = ()  # the first of a series started over lost ones
     reason: str = ""  # why the operator started it
+    restore: Restore | None = None  # declares a restore from a backup
 
 
 @dataclass
@@ -109,11 +122,22 @@ class Reading:
     # Whether every record must be signed or its chain marked (``_marks_hold``).
     marks_hold: bool = False
     newest_missing: bool = False  # the list names checkpoints of the series past its newest
+    # The checkpoints whose heads hold: all of them, less those a declared restore rewound
+    # (the ones after the checkpoint its backup holds, up to the declaration).
+    in_effect: list[Checkpoint] = field(default_factory=list)
+
+    def effective(self) -> list[Checkpoint]:
+        return self.in_effect if self.in_effect or not self.checkpoints else self.checkpoints
+
+    @property
+    def restores(self) -> list[Checkpoint]:
+        """The checkpoints in effect that declare a restore, oldest first."""
+        return [c for c in self.effective() if c.restore is not None]
 
     def signed_heads(self) -> dict[str, dict[str, Head]]:
         """Per family, the newest signed head of each chain."""
         signed: dict[str, dict[str, Head]] = {}
-        for checkpoint in self.checkpoints:
+        for checkpoint in self.effective():
             for family, heads in checkpoint.heads.items():
                 chains = signed.setdefault(family, {})
                 for head in heads:
@@ -140,26 +164,38 @@ def database_label() -> str:
 
 
 def write(
-    *, force: bool = True, new_series: str | None = None, complete: bool = False
+    *,
+    force: bool = True,
+    new_series: str | None = None,
+    complete: bool = False,
+    restore: Restore | None = None,
+    newest_expected: int | None = None,
 ) -> Checkpoint | None:
     """Sign and write the next checkpoint now. With ``force=False`` (the periodic job), skip it
     when no head moved and the newest checkpoint is younger than ``IDLE_CHECKPOINT``.
     ``new_series``: the operator's reason to start a new series in an empty folder, giving up
     the series the database lists (``manage.py audit checkpoint --new-series``). ``complete``:
-    sign every chain's head, marked or not (``--complete``)."""
+    sign every chain's head, marked or not (``--complete``). ``restore``: declare that the
+    database was restored (``audit/restores.py``, which checked it): a complete checkpoint that
+    may follow checkpoints of another database, written only if the newest is still
+    ``newest_expected``."""
     if not settings.ORBIT_AUDIT_SIGNING_KEYS:
         raise CheckpointError("ORBIT_AUDIT_SIGNING_KEYS: no signing key is configured")
     target = folder()
     target.mkdir(parents=True, exist_ok=True)
     with _locked(target):
-        newest = _newest(target)
+        newest = _newest(target, other_database=restore is not None)
+        if restore is not None and (newest is None or newest.number != newest_expected):
+            raise CheckpointError(
+                "a checkpoint was written meanwhile: stop the checkpoint job and declare again"
+            )
         gives_up = _may_write(target, newest, new_series)
         if newest is not None:
             _list(newest)  # the round that wrote it may have stopped before listing it
         marks = list(
             MovedChain.objects.order_by("id").values_list("id", "family", "chain")[:MARKS_PER_ROUND]
         )
-        complete = complete or _complete(newest)
+        complete = complete or restore is not None or _complete(newest)
         heads = _moved_heads(newest, marks, complete=complete)
         taken_at = timezone.now()
         if newest and not force and not heads and taken_at - newest.taken_at < IDLE_CHECKPOINT:
@@ -181,6 +217,13 @@ def write(
         if new_series is not None:
             payload["gives_up"] = [[g.series, g.number, g.digest] for g in gives_up]
             payload["reason"] = new_series
+        if restore is not None:
+            payload["restore"] = {
+                "to": restore.to,
+                "to_digest": restore.to_digest,
+                "from_database": restore.from_database,
+                "reason": restore.reason,
+            }
         key_id, signature = signing.sign(_message(payload))
         document = {"checkpoint": payload, "key_id": key_id, "signature": signature}
         data = (json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n").encode()
@@ -325,12 +368,12 @@ def _list(checkpoint: Checkpoint) -> None:
     )
 
 
-def read() -> Reading:
+def read(label: str | None = None) -> Reading:
     """Every checkpoint of the folder, checked: signatures, numbering, each naming the one
-    before, the database they describe, and the database's list of what was written."""
+    before, the database they describe, and the database's list of what was written.
+    ``label``: the database they should describe, if not this one's (``database_label``)."""
     reading = Reading()
-    label = database_label()
-    before: Checkpoint | None = None
+    signed: list[Checkpoint] = []
     for path in _files(folder()):
         reading.files.add(int(path.stem))
         try:
@@ -349,6 +392,15 @@ def read() -> Reading:
                 "does not hold"
             )
             continue
+        signed.append(checkpoint)
+    current = label if label is not None else database_label()
+    before: Checkpoint | None = None
+    for checkpoint in signed:
+        where = f"checkpoint {checkpoint.number} ({checkpoint.path.name})"
+        # A declared restore may have moved the series to a database of another name: the
+        # checkpoints before it describe the one it names.
+        later = [c for c in signed if c.restore is not None and c.number > checkpoint.number]
+        label = later[0].restore.from_database if later and later[0].restore else current
         if checkpoint.database != label:
             reading.problems.append(
                 f"{where}: describes the database {checkpoint.database}, not this one ({label})"
@@ -372,10 +424,27 @@ def read() -> Reading:
                 "one of them was replaced"
             )
         reading.checkpoints.append(checkpoint)
+        _take_effect(reading, checkpoint, where)
         before = checkpoint
     _hold_to_the_list(reading, before)
     reading.marks_hold = _marks_hold(reading)
     return reading
+
+
+def _take_effect(reading: Reading, checkpoint: Checkpoint, where: str) -> None:
+    """Add ``checkpoint`` to those in effect; a declared restore first sets aside the ones
+    after the checkpoint its backup holds."""
+    restore = checkpoint.restore
+    if restore is not None:
+        held = next((c for c in reading.in_effect if c.number == restore.to), None)
+        if held is None or held.digest != restore.to_digest:
+            reading.problems.append(
+                f"{where}: declares a restore to checkpoint {restore.to}, which is not in "
+                "effect here as it signed it"
+            )
+        else:
+            reading.in_effect = [c for c in reading.in_effect if c.number <= restore.to]
+    reading.in_effect.append(checkpoint)
 
 
 def _marks_hold(reading: Reading) -> bool:
@@ -456,7 +525,14 @@ def _files(target: Path) -> list[Path]:
     )
 
 
-def _newest(target: Path) -> Checkpoint | None:
+def newest_anywhere() -> Checkpoint | None:
+    """The folder's newest checkpoint, whatever database it describes (a restore may have
+    moved the series to a database of another name); ``CheckpointError`` if it does not
+    verify."""
+    return _newest(folder(), other_database=True)
+
+
+def _newest(target: Path, *, other_database: bool = False) -> Checkpoint | None:
     files = _files(target)
     if not files:
         return None
@@ -470,10 +546,12 @@ def _newest(target: Path) -> Checkpoint | None:
         raise CheckpointError(
             f"the newest checkpoint, {path}, does not verify: run 'manage.py audit verify'"
         )
-    if checkpoint.database != database_label():
+    if checkpoint.database != database_label() and not other_database:
         raise CheckpointError(
             f"{target} holds the checkpoints of {checkpoint.database}, not of this database "
-            f"({database_label()}): point ORBIT_AUDIT_CHECKPOINT_DIR at a folder of its own"
+            f"({database_label()}): point ORBIT_AUDIT_CHECKPOINT_DIR at a folder of its own, or, "
+            "if this database was restored from a backup of that one, declare it with "
+            "'manage.py audit declare-restore' (docs/audit.md)"
         )
     return checkpoint
 
@@ -518,11 +596,23 @@ def _parse(path: Path, data: bytes) -> Checkpoint:
                 for series, last, digest in payload.get("gives_up", [])
             ),
             reason=str(payload.get("reason", "")),
+            restore=_restore(payload.get("restore")),
         )
     except ValueError as error:
         raise ValueError(f"not a readable checkpoint ({error})") from None
     except (KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"not a readable checkpoint (no {error})") from None
+
+
+def _restore(declared: Any) -> Restore | None:
+    if declared is None:
+        return None
+    return Restore(
+        to=int(declared["to"]),
+        to_digest=str(declared["to_digest"]),
+        from_database=str(declared["from_database"]),
+        reason=str(declared["reason"]),
+    )
 
 
 def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -102,7 +102,7 @@ def _hold_to_the_marks(reports: dict[Family, FamilyReport]) -> None:
 def _signer(reading: Reading, family_key: str) -> Callable[[Head], str]:
     def signer(head: Head) -> str:
         """The newest checkpoint that signed ``head``."""
-        for checkpoint in reversed(reading.checkpoints):
+        for checkpoint in reversed(reading.effective()):
             if head in checkpoint.heads.get(family_key, ()):
                 return f"checkpoint {checkpoint.number}"
         raise LookupError(head)  # signed heads come from these checkpoints

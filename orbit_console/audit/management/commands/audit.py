@@ -8,6 +8,10 @@
   moved (and at least hourly) until SIGTERM. Neither starts a new series over checkpoints the
   database lists as written; ``audit checkpoint --new-series REASON`` does, in an empty folder,
   and signs the reason and the series it gives up into its first checkpoint.
+- ``audit declare-restore --checkpoint N | --taken-at TIME --reason TEXT`` declares, signed,
+  that the database was restored from a backup holding checkpoint N (or taken at TIME):
+  ``audit verify`` then names the rewind as a declared restore, not as tampering
+  (``audit/restores.py``).
 - ``audit public-key`` prints the public keys of the signing keys, for
   ``ORBIT_AUDIT_VERIFY_KEYS`` wherever checkpoints are verified without the private key.
 """
@@ -23,9 +27,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 from django.utils import timezone
 
-from orbit_console.audit import checkpoints, signing, status
+from orbit_console.audit import checkpoints, restores, signing, status
 from orbit_console.audit.verify import verify
-from orbit_console.lib.rfc3339 import format_utc
+from orbit_console.lib.rfc3339 import format_utc, parse_utc
 from orbit_console.ops.loops import Heartbeat, serve_health
 
 SHOWN_PROBLEMS = 20
@@ -68,6 +72,24 @@ class Command(BaseCommand):
             default=0,
             help="with --every: answer /health/live, /health/ready and /metrics on this port",
         )
+        declare = commands.add_parser(
+            "declare-restore",
+            help="declare, signed, that the database was restored from a backup (docs/audit.md)",
+        )
+        point = declare.add_mutually_exclusive_group(required=True)
+        point.add_argument(
+            "--checkpoint",
+            type=int,
+            metavar="N",
+            help="the newest checkpoint the backup holds",
+        )
+        point.add_argument(
+            "--taken-at",
+            metavar="TIME",
+            help="when the backup was taken (RFC 3339, e.g. 2026-12-06T05:00:00Z): the newest "
+            "checkpoint taken at or before it",
+        )
+        declare.add_argument("--reason", required=True, help="why, signed into the record")
         commands.add_parser("public-key", help="print the signing keys' public keys")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -75,6 +97,8 @@ class Command(BaseCommand):
         self.verbosity = options["verbosity"]
         if options["command"] == "verify":
             self._verify()
+        elif options["command"] == "declare-restore":
+            self._declare_restore(options)
         elif options["command"] == "public-key":
             for key in signing.public_keys():
                 self.stdout.write(key)
@@ -109,6 +133,28 @@ class Command(BaseCommand):
             if len(problems) > SHOWN_PROBLEMS:
                 self.stdout.write(f"  ... and {len(problems) - SHOWN_PROBLEMS} more")
             sys.exit(1)
+
+    def _declare_restore(self, options: dict[str, Any]) -> None:
+        taken_at = None
+        if options["taken_at"] is not None:
+            try:
+                taken_at = parse_utc(options["taken_at"])
+            except ValueError as error:
+                raise CommandError(f"--taken-at {options['taken_at']!r}: {error}") from None
+        try:
+            declared = restores.declare(
+                reason=options["reason"], to=options["checkpoint"], taken_at=taken_at
+            )
+        except checkpoints.CheckpointError as error:
+            raise CommandError(str(error)) from None
+        written = declared.checkpoint
+        rewound = ", ".join(str(number) for number in declared.rewound)
+        self.stdout.write(
+            f"checkpoint {written.number} written to {written.path}: declares the database "
+            f"restored from a backup holding checkpoint {declared.to.number} (of "
+            f"{format_utc(declared.to.taken_at)}); set aside as rewound: checkpoint(s) "
+            f"{rewound}; signed with key {written.key_id}"
+        )
 
     def _checkpoint(
         self, *, force: bool, new_series: str | None = None, complete: bool = False
@@ -158,6 +204,10 @@ def _checkpoints_lines(reading: checkpoints.Reading) -> list[str]:
         f"checkpoints: {len(reading.checkpoints)}, the newest {newest.number} of "
         f"{format_utc(newest.taken_at)}, {state}"
     ]
+    lines.extend(
+        f"checkpoints: {restores.describe(declaration, reading)}"
+        for declaration in reading.restores
+    )
     if (first := reading.started_over) is not None:
         lines.append(
             f"checkpoints: this series was started over lost ones on "

@@ -1,0 +1,138 @@
+"""Two ``mariadbd`` of the drill's own on this machine (drill 4, issue 34): a primary with its
+binary log and a replica that replicates it (GTID), each with its own ``--datadir``, ``--port``,
+``--socket`` and ``--server-id``, under ``var/bench/drill-switchover/``. Root is reached over
+TCP from 127.0.0.1 without a password (a throwaway pair, bound to 127.0.0.1 only)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Server:
+    name: str
+    base: Path
+    port: int
+    server_id: int
+    primary: bool
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def datadir(self) -> Path:
+        return self.base / self.name / "data"
+
+    @property
+    def socket(self) -> Path:
+        return self.base / self.name / "mariadb.sock"
+
+    def install(self) -> None:
+        shutil.rmtree(self.base / self.name, ignore_errors=True)
+        self.datadir.mkdir(parents=True)
+        subprocess.run(
+            ["mariadb-install-db", "--no-defaults", f"--datadir={self.datadir}", "--user=root",
+             "--auth-root-authentication-method=normal", "--skip-test-db"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        args = [
+            "mariadbd", "--no-defaults", "--user=root", f"--datadir={self.datadir}",
+            f"--port={self.port}", f"--socket={self.socket}", "--bind-address=127.0.0.1",
+            f"--server-id={self.server_id}", f"--pid-file={self.base / self.name / 'pid'}",
+            f"--log-error={self.base / self.name / 'error.log'}", "--skip-name-resolve",
+            "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=1",
+            "--log-bin=binlog", "--binlog-format=ROW", "--log-slave-updates=1",
+            "--sync-binlog=1", "--gtid-strict-mode=1",
+            "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"{self.name}: mariadbd exited; see its error.log")
+            if self.socket.exists() and self.sql("SELECT 1", socket=True) is not None:
+                return
+            time.sleep(0.3)
+        raise SystemExit(f"{self.name}: mariadbd did not answer within 60 s")
+
+    def sql(self, statement: str, *, socket: bool = False) -> list[tuple[Any, ...]] | None:
+        """Run ``statement`` as root; its rows (None if the server does not answer)."""
+        import MySQLdb
+
+        options: dict[str, Any] = {"host": "127.0.0.1", "port": self.port}
+        if socket:
+            options = {"unix_socket": str(self.socket)}
+        try:
+            connection = MySQLdb.connect(user="root", password="", **options)
+        except MySQLdb.OperationalError:
+            return None
+        try:
+            cursor = connection.cursor()
+            cursor.execute(statement)
+            rows = list(cursor.fetchall()) if cursor.description else []
+            connection.commit()
+            return rows
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM), waited for."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def pair(base: Path, primary_port: int, replica_port: int) -> tuple[Server, Server]:
+    """Install and start the primary and the replica, replicating (GTID, from the start)."""
+    base = base.resolve()
+    primary = Server("primary", base, primary_port, 1, True)
+    replica = Server("replica", base, replica_port, 2, False)
+    for server in (primary, replica):
+        server.install()
+    try:
+        for server in (primary, replica):
+            server.start()
+        _replicate(primary, replica)
+    except BaseException:
+        primary.stop()
+        replica.stop()
+        raise
+    return primary, replica
+
+
+def _replicate(primary: Server, replica: Server) -> None:
+    # Root over TCP (root@127.0.0.1) is made by mariadb-install-db on both; the replication
+    # user only on the primary, its statements then left out of the binary log the replica reads.
+    primary.sql("CREATE USER 'repl'@'127.0.0.1' IDENTIFIED BY 'repl'", socket=True)
+    primary.sql("GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1'", socket=True)
+    primary.sql("RESET MASTER", socket=True)  # the users above exist on both already
+    replica.sql(
+        f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={primary.port}, "
+        "MASTER_USER='repl', MASTER_PASSWORD='repl', MASTER_USE_GTID=slave_pos",
+        socket=True,
+    )
+    replica.sql("SET GLOBAL gtid_slave_pos = ''", socket=True)
+    replica.sql("START SLAVE", socket=True)
+    replica.sql("SET GLOBAL read_only = 1", socket=True)
+
+
+def replica_caught_up(primary_gtid: str, replica: Server, timeout: float) -> bool:
+    """Whether the replica applied everything up to ``primary_gtid`` within ``timeout``."""
+    rows = replica.sql(f"SELECT MASTER_GTID_WAIT('{primary_gtid}', {timeout})", socket=True)
+    return bool(rows) and rows[0][0] == 0
+
+
+def promote(replica: Server) -> None:
+    """The replica becomes a primary: replication stopped and forgotten, writes allowed."""
+    replica.sql("STOP SLAVE", socket=True)
+    replica.sql("RESET SLAVE ALL", socket=True)
+    replica.sql("SET GLOBAL read_only = 0", socket=True)

@@ -62,7 +62,14 @@ def _what_to_ask_for(request: HttpRequest) -> dict[str, Any]:
         "ask_roles": sorted(person.roles),
         "ask_permissions": sorted(role_permissions(person.roles)),
         "ask_namespaces": namespaces,
-        "ask_role_flags": " ".join(f"--role {role}" for role in sorted(person.roles)),
+        "ask_command": " ".join(
+            [
+                "manage.py console user",
+                person.name,
+                *(f"--role {role}" for role in sorted(person.roles)),
+                "--token-file PATH",
+            ]
+        ),
     }
 
 

@@ -2,7 +2,7 @@
 (two ``mariadbd`` of the drill's own, real GTID replication: ``mariadb_pair.py``), the primary
 stopped mid-load and the replica promoted, the console's database host moved to it.
 
-    uv run python bench/drills/switchover.py [--people 3] [--soak 15] [--hold 5]
+    uv run python bench/drills/switchover.py [--people 3] [--soak 15] [--hold 5] [--crash]
 
 Every process of the rig (two console replicas, the reconciler, the API) and the drill's own
 observer reach the database through one TCP proxy that plays the database's host name (a DNS
@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, Load, Replicas, drill_database, run_manage, settle
-from mariadb_pair import pair, promote, replica_caught_up
+from mariadb_pair import pair, promote, relay_applied, replica_caught_up
 
 
 class ObservedLoad(Load):
@@ -69,6 +69,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=5.0,
         help="seconds the database stays unreachable before the host moves (a failover that "
         "takes its time: people's walks and decisions meet it)",
+    )
+    parser.add_argument(
+        "--crash",
+        action="store_true",
+        help="an unplanned failover: the primary is killed (SIGKILL) mid-load, and the replica "
+        "promoted with what it had received",
     )
     parser.add_argument("--keep", action="store_true", help="keep the two servers' data")
     return parser.parse_args(argv)
@@ -126,11 +132,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The switchover.
         window_began = time.monotonic() - load.began
         switch_began = time.monotonic()
-        host.set_mode("refuse")
-        dropped = host.cut()
-        rows = primary.sql("SELECT @@gtid_binlog_pos", socket=True)
-        gtid = str(rows[0][0]) if rows else ""
-        caught_up = replica_caught_up(gtid, replica, 60)
+        if args.crash:
+            primary.kill()
+            host.set_mode("refuse")
+            dropped = host.cut()
+            gtid = relay_applied(replica, 60)  # what the replica had received, applied
+            caught_up = True  # by definition: nothing more can come
+        else:
+            host.set_mode("refuse")
+            dropped = host.cut()
+            rows = primary.sql("SELECT @@gtid_binlog_pos", socket=True)
+            gtid = str(rows[0][0]) if rows else ""
+            caught_up = replica_caught_up(gtid, replica, 60)
         time.sleep(args.hold)
         primary.stop()
         promote(replica)
@@ -138,8 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         host.set_mode("pass")
         switched = time.monotonic()
         results["switchover"] = {
+            "kind": "unplanned: the primary killed" if args.crash else "planned",
             "connections_dropped": dropped,
-            "primary_gtid": gtid,
+            "gtid_applied_by_the_replica": gtid,
             "replica_caught_up": caught_up,
             "seconds": round(switched - switch_began, 2),
             "held_unreachable_seconds": args.hold,

@@ -80,6 +80,12 @@ class Server:
         finally:
             connection.close()
 
+    def kill(self) -> None:
+        """A crash: SIGKILL, no shutdown."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
     def stop(self) -> None:
         """A clean shutdown (SIGTERM), waited for."""
         if self.process is not None and self.process.poll() is None:
@@ -136,3 +142,36 @@ def promote(replica: Server) -> None:
     replica.sql("STOP SLAVE", socket=True)
     replica.sql("RESET SLAVE ALL", socket=True)
     replica.sql("SET GLOBAL read_only = 0", socket=True)
+
+
+def relay_applied(replica: Server, timeout: float) -> str:
+    """Wait until the replica applied everything it received (its SQL thread reached its IO
+    thread's position: the primary is gone, nothing more will come); its GTID position."""
+    deadline = time.monotonic() + timeout
+    while True:
+        received, applied = str(_status(replica).get("Gtid_IO_Pos", "")), _applied(replica)
+        if received == applied or time.monotonic() > deadline:
+            return applied
+        time.sleep(0.2)
+
+
+def _applied(replica: Server) -> str:
+    rows = replica.sql("SELECT @@gtid_slave_pos", socket=True)
+    return str(rows[0][0]) if rows else ""
+
+
+def _status(replica: Server) -> dict[str, Any]:
+    import MySQLdb
+    import MySQLdb.cursors
+
+    connection = MySQLdb.connect(
+        user="root", password="", unix_socket=str(replica.socket),
+        cursorclass=MySQLdb.cursors.DictCursor,
+    )  # fmt: skip
+    try:
+        cursor = connection.cursor()
+        cursor.execute("SHOW SLAVE STATUS")
+        row = cursor.fetchone()
+        return dict(row) if row else {}
+    finally:
+        connection.close()

@@ -2,15 +2,17 @@
 (two ``mariadbd`` of the drill's own, real GTID replication: ``mariadb_pair.py``), the primary
 stopped mid-load and the replica promoted, the console's database host moved to it.
 
-    uv run python bench/drills/switchover.py [--people 3] [--soak 15]
+    uv run python bench/drills/switchover.py [--people 3] [--soak 15] [--hold 5] [--crash]
 
 Every process of the rig (two console replicas, the reconciler, the API) and the drill's own
 observer reach the database through one TCP proxy that plays the database's host name (a DNS
 name or a virtual IP that moves): ``DATABASE_URL`` never changes. Mid-load the switchover is
 the one a planned failover does: the host stops taking connections and drops those it holds
 (writers are refused), the replica is waited for until it applied everything the primary's
-binary log holds, the primary is stopped (clean shutdown), the replica is promoted (replication
-stopped and forgotten, ``read_only`` off), and the host points at it. The drill reports:
+binary log holds, the database stays unreachable ``--hold`` seconds (a failover that takes its
+time, so that walks and decisions meet it), the primary is stopped (clean shutdown), the
+replica is promoted (replication stopped and forgotten, ``read_only`` off), and the host points
+at it. The drill reports:
 
 - decisions lost (told stored or sent, then not applied on the new primary): must be 0;
 - decisions duplicated (applied twice, or two successors): must be 0;
@@ -39,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, Load, Replicas, drill_database, run_manage, settle
-from mariadb_pair import pair, promote, replica_caught_up
+from mariadb_pair import pair, promote, relay_applied, replica_caught_up
 
 
 class ObservedLoad(Load):
@@ -61,6 +63,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
     parser.add_argument("--people", type=int, default=3)
     parser.add_argument("--soak", type=float, default=15.0, help="seconds of load before/after")
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=5.0,
+        help="seconds the database stays unreachable before the host moves (a failover that "
+        "takes its time: people's walks and decisions meet it)",
+    )
+    parser.add_argument(
+        "--crash",
+        action="store_true",
+        help="an unplanned failover: the primary is killed (SIGKILL) mid-load, and the replica "
+        "promoted with what it had received",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the two servers' data")
     return parser.parse_args(argv)
 
@@ -117,21 +132,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The switchover.
         window_began = time.monotonic() - load.began
         switch_began = time.monotonic()
-        host.set_mode("refuse")
-        dropped = host.cut()
-        rows = primary.sql("SELECT @@gtid_binlog_pos", socket=True)
-        gtid = str(rows[0][0]) if rows else ""
-        caught_up = replica_caught_up(gtid, replica, 60)
+        if args.crash:
+            primary.kill()
+            host.set_mode("refuse")
+            dropped = host.cut()
+            gtid = relay_applied(replica, 60)  # what the replica had received, applied
+            caught_up = True  # by definition: nothing more can come
+        else:
+            host.set_mode("refuse")
+            dropped = host.cut()
+            rows = primary.sql("SELECT @@gtid_binlog_pos", socket=True)
+            gtid = str(rows[0][0]) if rows else ""
+            caught_up = replica_caught_up(gtid, replica, 60)
+        time.sleep(args.hold)
         primary.stop()
         promote(replica)
         host.upstream = ("127.0.0.1", replica.port)
         host.set_mode("pass")
         switched = time.monotonic()
         results["switchover"] = {
+            "kind": "unplanned: the primary killed" if args.crash else "planned",
             "connections_dropped": dropped,
-            "primary_gtid": gtid,
+            "gtid_applied_by_the_replica": gtid,
             "replica_caught_up": caught_up,
             "seconds": round(switched - switch_began, 2),
+            "held_unreachable_seconds": args.hold,
             "window": [round(window_began, 1), round(switched - load.began, 1)],
         }
         time.sleep(args.soak)
@@ -154,11 +179,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             for d in not_stored
             if OperationAudit.objects.filter(task_id=d.task_id, action=f"task.{d.action}").exists()
         ]
+        other_answers = [
+            {
+                "task_id": d.task_id,
+                "action": d.action,
+                "first_answer": d.first,
+                "started_at": round(d.started, 1),
+                "page_linked_the_stored_decision": d.submission_id is not None,
+                "stored": d in stored,
+                "applied": OperationAudit.objects.filter(
+                    task_id=d.task_id, action=f"task.{d.action}"
+                ).count(),
+            }
+            for d in decisions
+            if d.first != "receipt"
+        ]
         after = [d for d in stored if d.started >= window_began]
         first_after = min((d.started for d in after), default=None)
         results["load"] = {
             **settled,
             "told_not_stored": len(not_stored),
+            "answered_otherwise_than_a_receipt": other_answers,
             "told_not_stored_but_applied": applied_anyway,
             "signed_out": load.tally.signed_out,
             "errors": load.tally.errors,

@@ -125,12 +125,11 @@ def observer_uses(env: dict[str, str]) -> None:
     keys of a step too, so that no record is linked with a key the step retired."""
     from django.conf import settings
 
-    from orbit_console.lib import auditkeys, secretbox
+    from orbit_console.lib import auditkeys
 
     settings.ORBIT_AUDIT_KEYS = env["ORBIT_AUDIT_KEYS"].split(",")
     settings.ORBIT_TOKEN_KEYS = env["ORBIT_TOKEN_KEYS"].split(",")
     auditkeys._keyring.cache_clear()
-    secretbox._box.cache_clear()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -19,14 +19,21 @@ class SecretUnreadable(Exception):
     """The ciphertext cannot be decrypted with any configured key."""
 
 
-@cache
 def _box() -> MultiFernet:
-    keys = list(settings.ORBIT_TOKEN_KEYS)
+    """The box of the keys configured now. Made once per set of keys (and ``SECRET_KEY``, which
+    the local key derives from), so that a box is never used under settings other than those it
+    was made for: a suite's test that changed either once made every later token of its process
+    unreadable to the servers it started."""
+    return _box_of(tuple(settings.ORBIT_TOKEN_KEYS), settings.SECRET_KEY)
+
+
+@cache
+def _box_of(keys: tuple[str, ...], secret_key: str) -> MultiFernet:
     if not keys:
         derived = HKDF(
             algorithm=hashes.SHA256(), length=32, salt=None, info=b"orbit-console token key"
-        ).derive(settings.SECRET_KEY.encode())
-        keys = [base64.urlsafe_b64encode(derived).decode()]
+        ).derive(secret_key.encode())
+        keys = (base64.urlsafe_b64encode(derived).decode(),)
     return MultiFernet([Fernet(key) for key in keys])
 
 

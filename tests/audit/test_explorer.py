@@ -770,7 +770,7 @@ def test_auditor_pages_offer_no_write_control(
         console_as(crew["operator"]), world["tasks"]["needs_review"]
     )
     pending = store(crew["operator"], world["tasks"]["needs_review_2"])
-    harmless = {reverse("set_language"), reverse("logout")}
+    harmless = {reverse("set_language"), reverse("logout"), reverse("signin:sign_out_everywhere")}
     proposal = proposal_create(
         action="retry",
         task_id=world["tasks"]["failed"],

@@ -357,7 +357,9 @@ def test_without_audit_read_the_page_says_operations_are_not_shown_and_opens_no_
     open_task(page, orbit_server, world["tasks"]["needs_review"])
     timeline = page.locator("section.timeline-section")
     expect(timeline).to_contain_text("the platform's operations on this task are not shown")
-    expect(page.locator("[ws-connect]")).to_have_count(0)
+    # Only the header's notifications menu listens (issue 32); nothing of the timeline does.
+    expect(page.locator("[ws-connect]")).to_have_count(1)
+    expect(page.locator("header [ws-connect='/ws/notifications']")).to_have_count(1)
     expect(page.locator("#timeline-live")).to_have_count(0)
     expect(page.locator("#timeline-entries > li.source-platform")).to_have_count(0)
 

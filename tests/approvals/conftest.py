@@ -49,6 +49,21 @@ def start_server(name: str, django_db_blocker: Any, **env: str) -> DaphneServer:
         return DaphneServer(name, env={**APPROVALS_ON, **env}).start()
 
 
+def serve(name: str, django_db_blocker: Any, **env: str) -> Iterator[DaphneServer]:
+    """A fixture's body: a server of its own with approval required, stopped after its scope."""
+    server = start_server(name, django_db_blocker, **env)
+    yield server
+    server.stop()
+
+
+def mint_crew(settings: Any, world: dict[str, Any], **roles: str) -> dict[str, TestPerson]:
+    """People of ``world``'s namespace (name=role), minted under the required policy, which the
+    test process follows too."""
+    settings.CONSOLE_APPROVAL_POLICY = required_policy()
+    settings.CONSOLE_ROLE_PERMISSIONS = REQUIRED_ROLE_PERMISSIONS
+    return {name: make_person(world, role) for name, role in roles.items()}
+
+
 @pytest.fixture(scope="session")
 def approvals_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """API and console with approval required for reviews and retries, one approver."""

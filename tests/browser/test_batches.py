@@ -22,8 +22,8 @@ from orbit_console.ledger.seed import seed_incident
 from orbit_console.ops.workers import shares_channel_layer
 from tests.approvals.conftest import APPROVALS_ON, start_server
 from tests.approvals.test_proposals import batch_step, propose_batch
-from tests.browser.conftest import sign_in
-from tests.browser.test_approvals import crew, not_reloaded, open_live_queue, other_page  # noqa: F401
+from tests.browser.conftest import mark, not_reloaded, sign_in
+from tests.browser.test_approvals import crew, open_live_queue  # noqa: F401
 from tests.console.web import signed_in
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer, child_env
@@ -73,7 +73,7 @@ def tick_checklist(page: Page) -> None:
 
 def test_filter_select_all_propose_approve_watch_live_export(
     page: Page,
-    other_page: Any,  # noqa: F811
+    other_page: Any,
     batch_console: DaphneServer,
     crew: dict[str, TestPerson],  # noqa: F811
     world: dict[str, Any],
@@ -117,7 +117,7 @@ def test_filter_select_all_propose_approve_watch_live_export(
     expect(timeline.locator("#timeline-live")).to_have_text("live")
     expect(page.locator(".live-line .flag.live")).to_have_text("live")
     for watched in (page, queue, timeline):
-        watched.evaluate("window.orbitNotReloaded = true")
+        mark(watched)
     expect(page.locator("#batch-state")).to_have_text("Waiting for approval")
 
     supervisor = other_page()
@@ -143,7 +143,7 @@ def test_filter_select_all_propose_approve_watch_live_export(
     expect(platform.filter(has_text="Broker outage INC-12")).to_have_count(1)  # the review
     expect(timeline.locator(f"#timeline-entries a[href='{batch_path}']").first).to_be_visible()
     for watched in (page, queue, timeline):
-        assert watched.evaluate("window.orbitNotReloaded === true")  # it all came live
+        assert not_reloaded(watched)  # it all came live
 
     with page.expect_download() as download:
         page.get_by_role("link", name="CSV").click()

@@ -12,14 +12,13 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
 import pytest
 
-from tests.support.servers import LOG_DIR, free_port
+from tests.support.servers import LOG_DIR, free_port, stop_process, wait_answering
 
 HERE = Path(__file__).parent / "oidc"
 HOW_TO_GET = (
@@ -70,29 +69,20 @@ class OidcProvider:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"the provider exited: see {self.log_path}"
-            try:
-                if httpx.get(self.discovery_url, timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"the OpenID Connect provider did not come up: see {self.log_path}")
+        try:
+            wait_answering(self.discovery_url, self.process, 60, interval=0.1)
+        except AssertionError as failed:
+            raise RuntimeError(
+                f"the OpenID Connect provider: {failed}; see {self.log_path}"
+            ) from None
+        return self
 
     @property
     def discovery_url(self) -> str:
         return f"{self.issuer}/.well-known/openid-configuration"
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
         if self._log is not None:
             self._log.close()

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_console.decisions.models import Submission
+from orbit_console.decisions.models import Proposal, Submission
+from orbit_console.decisions.proposals import proposal_create
 from tests.console.web import (
     Console,
     element,
@@ -24,7 +25,7 @@ from tests.console.web import (
     wizard_submit,
     wizard_to_confirm,
 )
-from tests.support.orbit import bearer
+from tests.support.orbit import RETRY_REVISION, bearer
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
@@ -47,6 +48,20 @@ REQUIRED_ROLE_PERMISSIONS = {
 def start_server(name: str, django_db_blocker: Any, **env: str) -> DaphneServer:
     with django_db_blocker.unblock():
         return DaphneServer(name, env={**APPROVALS_ON, **env}).start()
+
+
+def pending_retry(world: dict[str, Any], proposer: TestPerson) -> Proposal:
+    """A retry of ``world``'s FAILED task proposed by ``proposer``, waiting for approval (made
+    directly, not through a console)."""
+    return proposal_create(
+        action="retry",
+        task_id=world["tasks"]["failed"],
+        queue_id=world["queue_id"],
+        namespace_id=world["namespace_id"],
+        expected_revision=RETRY_REVISION,
+        body="{}",
+        proposed_by=proposer.user,
+    ).proposal
 
 
 def serve(name: str, django_db_blocker: Any, **env: str) -> Iterator[DaphneServer]:

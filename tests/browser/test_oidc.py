@@ -28,12 +28,11 @@ from django.contrib.auth.models import User
 from playwright.sync_api import BrowserContext, Page, Route, expect
 
 from orbit_console.decisions.models import ConsoleEvent
-from orbit_console.decisions.proposals import proposal_create
 from orbit_console.ledger.seed import seed_world
 from orbit_console.people.models import OrbitCredential
 from orbit_console.signin.models import OidcIdentity
+from tests.approvals.conftest import pending_retry
 from tests.support.oidc import OidcProvider
-from tests.support.orbit import RETRY_REVISION
 from tests.support.people import make_person
 from tests.support.servers import DaphneServer
 
@@ -412,15 +411,7 @@ def test_deciding_with_an_old_company_sign_in_signs_in_at_the_provider_again_and
     login = f"sam-{secrets.token_hex(3)}"
     idp.set_account(login, groups=["orbit-supervisors"])
     operator = make_person(oidc_world, "operator")
-    proposal = proposal_create(
-        action="retry",
-        task_id=oidc_world["tasks"]["failed"],
-        queue_id=oidc_world["queue_id"],
-        namespace_id=oidc_world["namespace_id"],
-        expected_revision=RETRY_REVISION,
-        body="{}",
-        proposed_by=operator.user,
-    ).proposal
+    proposal = pending_retry(oidc_world, operator)
     company_sign_in(page, server, login)
     expect(page.locator("header .who")).to_contain_text(login)
     page.goto(f"{server.url}/proposals/{proposal.id}")

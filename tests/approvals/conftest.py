@@ -82,9 +82,7 @@ def mint_crew(settings: Any, world: dict[str, Any], **roles: str) -> dict[str, T
 @pytest.fixture(scope="session")
 def approvals_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """API and console with approval required for reviews and retries, one approver."""
-    server = start_server("approvals", django_db_blocker)
-    yield server
-    server.stop()
+    yield from serve("approvals", django_db_blocker)
 
 
 @pytest.fixture(scope="session")
@@ -92,17 +90,13 @@ def approvals_server_2(
     approvals_server: DaphneServer, django_db_blocker: Any
 ) -> Iterator[DaphneServer]:
     """A second process with the same policy on the same database, for real races."""
-    server = start_server("approvals-2", django_db_blocker)
-    yield server
-    server.stop()
+    yield from serve("approvals-2", django_db_blocker)
 
 
 @pytest.fixture(scope="session")
 def threshold_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """Approval required, by two distinct supervisors."""
-    server = start_server("approvals-threshold", django_db_blocker, CONSOLE_REVIEW_APPROVERS="2")
-    yield server
-    server.stop()
+    yield from serve("approvals-threshold", django_db_blocker, CONSOLE_REVIEW_APPROVERS="2")
 
 
 @pytest.fixture

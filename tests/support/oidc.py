@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import httpx
 import pytest
 
-from tests.support.servers import LOG_DIR, free_port, stop_process, wait_answering
+from tests.support.servers import LOG_DIR, LoggedProcess, free_port, wait_answering
 
 HERE = Path(__file__).parent / "oidc"
 HOW_TO_GET = (
@@ -40,7 +40,7 @@ def node() -> str:
     pytest.skip(message)
 
 
-class OidcProvider:
+class OidcProvider(LoggedProcess):
     """One provider process on a port of its own; ``clients`` is oidc-provider's client
     metadata (``client_id``, ``client_secret``, ``redirect_uris``, ...)."""
 
@@ -80,13 +80,6 @@ class OidcProvider:
     @property
     def discovery_url(self) -> str:
         return f"{self.issuer}/.well-known/openid-configuration"
-
-    def stop(self) -> None:
-        stop_process(self.process)
-        self.process = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     # What the identity team does at the provider.
     def set_account(

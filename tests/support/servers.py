@@ -143,7 +143,21 @@ def run_manage(
     )
 
 
-class DaphneServer:
+class LoggedProcess:
+    """A child process whose output goes to a log file of its own; ``stop`` ends both."""
+
+    process: subprocess.Popen[bytes] | None
+    _log: BinaryIO | None
+
+    def stop(self) -> None:
+        stop_process(self.process)
+        self.process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+class DaphneServer(LoggedProcess):
     def __init__(
         self, name: str, *, env: dict[str, str] | None = None, proxy_headers: bool = False
     ) -> None:
@@ -187,13 +201,6 @@ class DaphneServer:
         """Stop and start again on the same port (clients see their connections drop)."""
         self.stop()
         return self.start()
-
-    def stop(self) -> None:
-        stop_process(self.process)
-        self.process = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -41,9 +41,9 @@ from orbit_console.decisions.proposals import APPROVALS_GROUP, visible_proposals
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
-    CLOSE_UNAUTHENTICATED,
     join_or_close,
     person_group,
+    signed_in_or_close,
     task_group,
 )
 from orbit_console.lib.rechecked import Rechecked
@@ -111,9 +111,8 @@ class ApprovalsConsumer(_OneGroupConsumer):
     kind = "approvals"
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        user = await signed_in_or_close(self)
+        if user is None:
             return
         self.user = user
         if not await self.still_allowed():
@@ -205,9 +204,8 @@ class QueueRowsConsumer(_Console):
     row's push is then checked against the API with their credentials as they are now."""
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        user = await signed_in_or_close(self)
+        if user is None:
             return
         query = parse_qs(self.scope.get("query_string", b"").decode("ascii", "replace"))
         rows = rows_of((query.get("rows") or [""])[0], user.pk)
@@ -289,9 +287,8 @@ class DecisionsConsumer(_OneGroupConsumer):
     kind = "decisions"
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        user = await signed_in_or_close(self)
+        if user is None:
             return
         self.user = user
         if not await self.still_allowed():
@@ -384,9 +381,8 @@ class BatchProgressConsumer(_Console):
     last = ""
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        user = await signed_in_or_close(self)
+        if user is None:
             return
         self.user = user
         self.batch_id = self.scope["url_route"]["kwargs"]["batch_id"]

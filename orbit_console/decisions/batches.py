@@ -229,9 +229,7 @@ def batch_verify(batch: Batch, *, person: User) -> Batch:
     single task, the decide step opens only after it. A batch with no eligible task has nothing
     to verify: it can only be discarded."""
     with transaction.atomic():
-        locked = _locked(batch.id)
-        _require_author(locked, person)
-        _require(locked, BatchState.DRAFT)
+        locked = _locked_draft(batch.id, person)
         _require_eligible(locked)
         if locked.verified_at is None:
             now = timezone.now()
@@ -320,9 +318,7 @@ def batch_decide(batch: Batch, *, person: User, decision: dict[str, Any]) -> Bat
     """Keep the decide step's cleaned fields (a draft only; the confirm step follows). A
     result that the API would refuse for one of the tasks, once filled in, is not kept."""
     with transaction.atomic():
-        locked = _locked(batch.id)
-        _require_author(locked, person)
-        _require(locked, BatchState.DRAFT)
+        locked = _locked_draft(batch.id, person)
         _require_eligible(locked)
         if locked.verified_at is None:
             raise ProposalRefused(_("Go through the verify checklist first."))
@@ -522,9 +518,7 @@ def batch_submit(batch: Batch, *, person: User, typed_count: int) -> Batch:
     returned ``starting``, and ``batch_store`` (its caller's next step, else the worker's)
     stores its submissions."""
     with transaction.atomic():
-        locked = _locked(batch.id)
-        _require_author(locked, person)
-        _require(locked, BatchState.DRAFT)
+        locked = _locked_draft(batch.id, person)
         if not locked.decision:
             raise ProposalRefused(_("Decide first."))
         eligible = eligible_items(locked).count()
@@ -894,6 +888,14 @@ def publish_progress(batch_id: str) -> None:
 
 def _locked(batch_id: str) -> Batch:
     return Batch.objects.select_for_update().get(id=batch_id)
+
+
+def _locked_draft(batch_id: str, person: User) -> Batch:
+    """The batch, locked, if it is a draft and ``person`` its author (else ``ProposalRefused``)."""
+    locked = _locked(batch_id)
+    _require_author(locked, person)
+    _require(locked, BatchState.DRAFT)
+    return locked
 
 
 def _require(batch: Batch, *states: str) -> None:

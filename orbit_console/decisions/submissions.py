@@ -255,6 +255,21 @@ def sending_credential(
 # --- Sending ----------------------------------------------------------------------------------
 
 
+async def _rejected_unsent(
+    submission: Submission, actor: User | None, code: str, message: str
+) -> Submission:
+    """Record ``submission`` rejected without sending it (``code``, ``message``: why)."""
+    return await sync_to_async(_recorded)(
+        _resolve,
+        submission.id,
+        SubmissionState.REJECTED,
+        "submission.rejected",
+        actor=actor,
+        error_code=code,
+        error_message=message,
+    )
+
+
 async def submission_send(
     submission: Submission, *, actor: User | None, held: Sequence[OrbitCredential] | None = None
 ) -> Submission:
@@ -272,25 +287,19 @@ async def submission_send(
         # more in their name, and is told, not dropped (issue 34, permission revocation). One
         # whose outcome is unknown is sent again: the API may hold it already, and only asking
         # with the same idempotency key finds out.
-        return await sync_to_async(_recorded)(
-            _resolve,
-            submission.id,
-            SubmissionState.REJECTED,
-            "submission.rejected",
-            actor=actor,
-            error_code="SENDER_DISABLED",
-            error_message="the person who decided was disabled before it was sent",
+        return await _rejected_unsent(
+            submission,
+            actor,
+            "SENDER_DISABLED",
+            "the person who decided was disabled before it was sent",
         )
     credential = sending_credential(submission, held)
     if credential is None:
-        return await sync_to_async(_recorded)(
-            _resolve,
-            submission.id,
-            SubmissionState.REJECTED,
-            "submission.rejected",
-            actor=actor,
-            error_code="NO_CREDENTIAL",
-            error_message="the sender has no Orbit credential for this namespace any more",
+        return await _rejected_unsent(
+            submission,
+            actor,
+            "NO_CREDENTIAL",
+            "the sender has no Orbit credential for this namespace any more",
         )
     if not await sync_to_async(_mark_sent)(submission.id, actor):
         # Closed meanwhile (a definite answer, or its batch cancelled before it went out):

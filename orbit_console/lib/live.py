@@ -182,6 +182,15 @@ async def join(layer: Any, group: str, channel_name: str) -> bool:
     return True
 
 
+async def signed_in_or_close(consumer: Any) -> Any | None:
+    """The socket's signed-in user; ``None`` once the socket is closed (4401) for want of one."""
+    user = consumer.scope.get("user")
+    if user is None or not user.is_authenticated:
+        await consumer.close(code=CLOSE_UNAUTHENTICATED)
+        return None
+    return user
+
+
 async def join_or_close(consumer: Any, group: str) -> bool:
     """Join a consumer's socket to ``group``; when the channel layer fails, close the socket
     with ``CLOSE_UNAVAILABLE`` (after accepting it: a close code needs an open socket; the page

@@ -14,7 +14,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from orbit_console.lib.live import CLOSE_UNAUTHENTICATED, join_or_close
+from orbit_console.lib.live import join_or_close, signed_in_or_close
 from orbit_console.lib.rechecked import Rechecked
 from orbit_console.notifications.outbox import person_group
 from orbit_console.notifications.selectors import unread_count
@@ -32,9 +32,8 @@ class NotificationsConsumer(Rechecked, AsyncWebsocketConsumer):
         return await database_sync_to_async(person_now)(self.user.pk) is not None
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        user = await signed_in_or_close(self)
+        if user is None:
             return
         self.user = user
         group = person_group(user.pk)

@@ -9,7 +9,7 @@ state) is found by the worker's scans (``scans.py``), written with ``notify`` to
 """
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -171,46 +171,64 @@ def _proposal_facts(proposal: Proposal, **more: Any) -> dict[str, Any]:
 
 
 def _on_proposal(event: ConsoleEvent, proposal: Proposal) -> None:
-    common: dict[str, Any] = {
-        "namespace_id": proposal.namespace_id,
-        "task_id": proposal.task_id,
-        "proposal_id": proposal.id,
-        "path": reverse("console:proposal", args=[proposal.id]),
-        "now": event.created_at,
-    }
-    author = proposal.proposed_by
-    if event.kind == "proposal.proposed":
-        supervisors = [
-            u
-            for u in supervisors_of(proposal.namespace_id, queue_id=proposal.queue_id)
-            if u.pk != author.pk
-        ]
+    _tell_four_eyes(
+        event,
+        what="proposal",
+        pk=proposal.id,
+        author=proposal.proposed_by,
+        supervisors=lambda: supervisors_of(proposal.namespace_id, queue_id=proposal.queue_id),
+        enough_approvals=lambda: proposal.approvals.count() >= proposal.required_approvals,
+        facts=lambda **more: _proposal_facts(proposal, **more),
+        common={
+            "namespace_id": proposal.namespace_id,
+            "task_id": proposal.task_id,
+            "proposal_id": proposal.id,
+            "path": reverse("console:proposal", args=[proposal.id]),
+            "now": event.created_at,
+        },
+    )
+
+
+def _tell_four_eyes(
+    event: ConsoleEvent,
+    *,
+    what: str,
+    pk: object,
+    author: User,
+    supervisors: Callable[[], list[User]],
+    enough_approvals: Callable[[], bool],
+    facts: Callable[..., dict[str, Any]],
+    common: dict[str, Any],
+) -> None:
+    """What a proposal or a batch (``what``) tells as it goes through four eyes: the
+    supervisors (but its author) that it waits, its author that it was approved (once enough
+    approvals are in), rejected (and why) or expired."""
+    kind = event.kind.removeprefix(f"{what}.")
+    if kind == "proposed":
         notify(
-            kind="proposal.waiting",
-            key=f"proposal.waiting:{proposal.id}",
-            recipients=supervisors,
-            facts=_proposal_facts(proposal),
+            kind=f"{what}.waiting",
+            key=f"{what}.waiting:{pk}",
+            recipients=[u for u in supervisors() if u.pk != author.pk],
+            facts=facts(),
             **common,
         )
-    elif event.kind == "proposal.approved":
-        if proposal.approvals.count() < proposal.required_approvals:
+    elif kind == "approved":
+        if not enough_approvals():
             return
         notify(
-            kind="proposal.approved",
-            key=f"proposal.approved:{proposal.id}",
+            kind=event.kind,
+            key=f"{event.kind}:{pk}",
             recipients=[author],
-            facts=_proposal_facts(proposal, state="approved", by=_name(event.actor)),
+            facts=facts(state="approved", by=_name(event.actor)),
             **common,
         )
-    elif event.kind in ("proposal.rejected", "proposal.expired"):
-        facts = _proposal_facts(proposal, by=_name(event.actor))
-        if event.kind == "proposal.rejected":
-            facts["reason"] = event.note
+    elif kind in ("rejected", "expired"):
+        reason = {"reason": event.note} if kind == "rejected" else {}
         notify(
             kind=event.kind,
-            key=f"{event.kind}:{proposal.id}",
+            key=f"{event.kind}:{pk}",
             recipients=[author],
-            facts=facts,
+            facts=facts(by=_name(event.actor), **reason),
             **common,
         )
 
@@ -235,39 +253,18 @@ def _on_batch(event: ConsoleEvent, batch: Batch) -> None:
         "now": event.created_at,
     }
     author = batch.created_by
-    if event.kind == "batch.proposed":
-        supervisors = [
-            u for u in supervisors_of(batch.namespace_id, batch=batch) if u.pk != author.pk
-        ]
-        notify(
-            kind="batch.waiting",
-            key=f"batch.waiting:{batch.id}",
-            recipients=supervisors,
-            facts=_batch_facts(batch),
-            **common,
+    if event.kind != "batch.finished":
+        _tell_four_eyes(
+            event,
+            what="batch",
+            pk=batch.id,
+            author=author,
+            supervisors=lambda: supervisors_of(batch.namespace_id, batch=batch),
+            enough_approvals=lambda: batch.approvals.count() >= batch.required_approvals,
+            facts=lambda **more: _batch_facts(batch, **more),
+            common=common,
         )
-    elif event.kind == "batch.approved":
-        if batch.approvals.count() < batch.required_approvals:
-            return
-        notify(
-            kind="batch.approved",
-            key=f"batch.approved:{batch.id}",
-            recipients=[author],
-            facts=_batch_facts(batch, state="approved", by=_name(event.actor)),
-            **common,
-        )
-    elif event.kind in ("batch.rejected", "batch.expired"):
-        facts = _batch_facts(batch, by=_name(event.actor))
-        if event.kind == "batch.rejected":
-            facts["reason"] = event.note
-        notify(
-            kind=event.kind,
-            key=f"{event.kind}:{batch.id}",
-            recipients=[author],
-            facts=facts,
-            **common,
-        )
-    elif event.kind == "batch.finished":
+    else:
         batch.refresh_from_db(fields=["state", "sent_as", "decided_by"])
         counts = {key or "open": n for key, n in outcome_counts(batch).items()}
         people = [author, *(u for u in (batch.decided_by, batch.sent_as) if u is not None)]

@@ -7,9 +7,13 @@ newest checkpoint older than its period (``ORBIT_AUDIT_CHECKPOINT_SECONDS``) plu
 The audit's results are read from what the audit app records (its signed rows), so the audit
 app knows nothing of notifications."""
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.urls import reverse
 
 from orbit_console.audit import status
@@ -120,44 +124,53 @@ def reminders(now: datetime) -> int:
         state=ProposalState.PENDING, expires_at__gt=now, expires_at__lte=soon
     )
     for proposal in proposals:
-        key = f"proposal.reminder:{proposal.id}"
-        if Notification.objects.filter(key=key).exists():
-            continue
-        supervisors = supervisors_of(proposal.namespace_id, queue_id=proposal.queue_id)
-        told += bool(
-            notify(
-                kind="proposal.reminder",
-                key=key,
-                recipients=[u for u in supervisors if u.pk != proposal.proposed_by_id],
-                namespace_id=proposal.namespace_id,
-                task_id=proposal.task_id,
-                proposal_id=proposal.id,
-                facts={"action": proposal.action, "expires_at": proposal.expires_at.isoformat()},
-                path=reverse("console:proposal", args=[proposal.id]),
-                now=now,
-            )
+        told += _remind(
+            "proposal",
+            proposal.id,
+            supervisors=partial(supervisors_of, proposal.namespace_id, queue_id=proposal.queue_id),
+            author_id=proposal.proposed_by_id,
+            facts={"action": proposal.action, "expires_at": proposal.expires_at.isoformat()},
+            path=reverse("console:proposal", args=[proposal.id]),
+            now=now,
+            namespace_id=proposal.namespace_id,
+            task_id=proposal.task_id,
+            proposal_id=proposal.id,
         )
     batches = Batch.objects.filter(
         state=BatchState.PROPOSED, expires_at__gt=now, expires_at__lte=soon
     )
     for batch in batches:
-        key = f"batch.reminder:{batch.id}"
-        if Notification.objects.filter(key=key).exists() or batch.expires_at is None:
+        if batch.expires_at is None:
             continue
-        supervisors = supervisors_of(batch.namespace_id, batch=batch)
-        told += bool(
-            notify(
-                kind="batch.reminder",
-                key=key,
-                recipients=[u for u in supervisors if u.pk != batch.created_by_id],
-                namespace_id=batch.namespace_id,
-                batch_id=batch.id,
-                facts={"action": batch.action, "expires_at": batch.expires_at.isoformat()},
-                path=reverse("console:batch", args=[batch.id]),
-                now=now,
-            )
+        told += _remind(
+            "batch",
+            batch.id,
+            supervisors=partial(supervisors_of, batch.namespace_id, batch=batch),
+            author_id=batch.created_by_id,
+            facts={"action": batch.action, "expires_at": batch.expires_at.isoformat()},
+            path=reverse("console:batch", args=[batch.id]),
+            now=now,
+            namespace_id=batch.namespace_id,
+            batch_id=batch.id,
         )
     return told
+
+
+def _remind(
+    what: str,
+    pk: str,
+    *,
+    supervisors: Callable[[], list[User]],
+    author_id: int | None,
+    **notification: Any,
+) -> bool:
+    """Remind the supervisors (but its author) of a proposal or batch (``what``) once that it
+    expires soon; whether they were told now."""
+    key = f"{what}.reminder:{pk}"
+    if Notification.objects.filter(key=key).exists():
+        return False
+    recipients = [u for u in supervisors() if u.pk != author_id]
+    return bool(notify(kind=f"{what}.reminder", key=key, recipients=recipients, **notification))
 
 
 def scan(now: datetime) -> int:

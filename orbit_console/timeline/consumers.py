@@ -21,8 +21,8 @@ from orbit_console.console.middleware import reader_of
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
-    CLOSE_UNAUTHENTICATED,
     join_or_close,
+    signed_in_or_close,
     task_group,
 )
 from orbit_console.lib.rechecked import Rechecked
@@ -43,9 +43,8 @@ class TaskTimelineConsumer(Rechecked, AsyncWebsocketConsumer):
     credential: OrbitCredential | None = None  # the one the socket reads with, once allowed
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        user = await signed_in_or_close(self)
+        if user is None:
             return
         task_id = self.scope["url_route"]["kwargs"]["task_id"]
         person = await database_sync_to_async(load_person)(user)

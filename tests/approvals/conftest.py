@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_console.decisions.models import Submission
+from orbit_console.decisions.models import Proposal, Submission
+from orbit_console.decisions.proposals import proposal_create
 from tests.console.web import (
     Console,
     element,
@@ -24,7 +25,7 @@ from tests.console.web import (
     wizard_submit,
     wizard_to_confirm,
 )
-from tests.support.orbit import bearer
+from tests.support.orbit import RETRY_REVISION, bearer
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
@@ -49,12 +50,39 @@ def start_server(name: str, django_db_blocker: Any, **env: str) -> DaphneServer:
         return DaphneServer(name, env={**APPROVALS_ON, **env}).start()
 
 
+def pending_retry(world: dict[str, Any], proposer: TestPerson) -> Proposal:
+    """A retry of ``world``'s FAILED task proposed by ``proposer``, waiting for approval (made
+    directly, not through a console)."""
+    return proposal_create(
+        action="retry",
+        task_id=world["tasks"]["failed"],
+        queue_id=world["queue_id"],
+        namespace_id=world["namespace_id"],
+        expected_revision=RETRY_REVISION,
+        body="{}",
+        proposed_by=proposer.user,
+    ).proposal
+
+
+def serve(name: str, django_db_blocker: Any, **env: str) -> Iterator[DaphneServer]:
+    """A fixture's body: a server of its own with approval required, stopped after its scope."""
+    server = start_server(name, django_db_blocker, **env)
+    yield server
+    server.stop()
+
+
+def mint_crew(settings: Any, world: dict[str, Any], **roles: str) -> dict[str, TestPerson]:
+    """People of ``world``'s namespace (name=role), minted under the required policy, which the
+    test process follows too."""
+    settings.CONSOLE_APPROVAL_POLICY = required_policy()
+    settings.CONSOLE_ROLE_PERMISSIONS = REQUIRED_ROLE_PERMISSIONS
+    return {name: make_person(world, role) for name, role in roles.items()}
+
+
 @pytest.fixture(scope="session")
 def approvals_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """API and console with approval required for reviews and retries, one approver."""
-    server = start_server("approvals", django_db_blocker)
-    yield server
-    server.stop()
+    yield from serve("approvals", django_db_blocker)
 
 
 @pytest.fixture(scope="session")
@@ -62,17 +90,13 @@ def approvals_server_2(
     approvals_server: DaphneServer, django_db_blocker: Any
 ) -> Iterator[DaphneServer]:
     """A second process with the same policy on the same database, for real races."""
-    server = start_server("approvals-2", django_db_blocker)
-    yield server
-    server.stop()
+    yield from serve("approvals-2", django_db_blocker)
 
 
 @pytest.fixture(scope="session")
 def threshold_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """Approval required, by two distinct supervisors."""
-    server = start_server("approvals-threshold", django_db_blocker, CONSOLE_REVIEW_APPROVERS="2")
-    yield server
-    server.stop()
+    yield from serve("approvals-threshold", django_db_blocker, CONSOLE_REVIEW_APPROVERS="2")
 
 
 @pytest.fixture

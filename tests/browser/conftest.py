@@ -118,6 +118,32 @@ def browser_watch(context: BrowserContext, page: Page) -> Iterator[BrowserWatch]
     assert watch.page_errors == [], "a script on a page failed"
 
 
+@pytest.fixture
+def other_page(browser: Browser, browser_watch: BrowserWatch) -> Iterator[Callable[[], Page]]:
+    """Open pages in browser contexts of their own (one person each), watched like ``page``."""
+    contexts: list[BrowserContext] = []
+
+    def open_page() -> Page:
+        context = browser.new_context()
+        contexts.append(context)
+        new = context.new_page()
+        browser_watch.attach(new)
+        return new
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def mark(page: Page) -> None:
+    """Mark the page's window: ``not_reloaded`` tells whether it is still the same document."""
+    page.evaluate("window.orbitNotReloaded = true")
+
+
+def not_reloaded(page: Page) -> bool:
+    return bool(page.evaluate("window.orbitNotReloaded === true"))
+
+
 def sign_in(page: Page, server: DaphneServer, person: TestPerson) -> None:
     """Sign in through the form and wait for the work queue."""
     page.goto(f"{server.url}/signin")

@@ -13,21 +13,22 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from orbit_console.decisions.models import Proposal
 from orbit_console.decisions.proposals import proposal_create
 from orbit_console.people.models import OrbitCredential
-from tests.approvals.conftest import REQUIRED_ROLE_PERMISSIONS, required_policy, start_server
+from tests.approvals.conftest import mint_crew, serve
 from tests.browser.conftest import (
-    BrowserWatch,
+    mark,
+    not_reloaded,
     review_to_confirm,
     sign_in,
     submit_decision,
     task_operations,
 )
 from tests.support.orbit import REVIEW_REVISION, review_body
-from tests.support.people import TestPerson, make_person
+from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
 pytestmark = pytest.mark.browser
@@ -36,37 +37,14 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def approvals_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """API and console with approval required for reviews and retries."""
-    server = start_server("browser-approvals", django_db_blocker)
-    yield server
-    server.stop()
+    yield from serve("browser-approvals", django_db_blocker)
 
 
 @pytest.fixture
 def crew(settings: Any, world: dict[str, Any]) -> dict[str, TestPerson]:
-    settings.CONSOLE_APPROVAL_POLICY = required_policy()
-    settings.CONSOLE_ROLE_PERMISSIONS = REQUIRED_ROLE_PERMISSIONS
-    return {
-        "operator": make_person(world, "operator"),
-        "supervisor": make_person(world, "supervisor"),
-        "supervisor_2": make_person(world, "supervisor"),
-    }
-
-
-@pytest.fixture
-def other_page(browser: Browser, browser_watch: BrowserWatch) -> Iterator[Any]:
-    """Open pages in browser contexts of their own (one person each), watched like ``page``."""
-    contexts: list[BrowserContext] = []
-
-    def open_page() -> Page:
-        context = browser.new_context()
-        contexts.append(context)
-        new = context.new_page()
-        browser_watch.attach(new)
-        return new
-
-    yield open_page
-    for context in contexts:
-        context.close()
+    return mint_crew(
+        settings, world, operator="operator", supervisor="supervisor", supervisor_2="supervisor"
+    )
 
 
 def open_live_queue(page: Page, server: DaphneServer, person: TestPerson) -> None:
@@ -75,11 +53,7 @@ def open_live_queue(page: Page, server: DaphneServer, person: TestPerson) -> Non
     page.goto(f"{server.url}/approvals")
     expect(page.locator("h1")).to_have_text("Approvals")
     expect(page.locator("#approvals-live")).to_have_text("live")
-    page.evaluate("window.orbitNotReloaded = true")
-
-
-def not_reloaded(page: Page) -> bool:
-    return bool(page.evaluate("window.orbitNotReloaded === true"))
+    mark(page)
 
 
 def step(page: Page, label: str) -> Locator:
@@ -115,7 +89,7 @@ def test_a_proposed_review_reaches_the_supervisor_live_and_goes_out_as_the_super
     assert Proposal.objects.get(id=proposal_id).task_id == task_id
     # The proposer's page follows the task (issue 15: it said "Waiting" until reloaded).
     expect(page.locator("#page-live")).to_have_text("live")
-    page.evaluate("window.orbitNotReloaded = true")
+    mark(page)
 
     # Both supervisors' queues show it without a reload.
     row = supervisor_page.locator(f"#proposal-{proposal_id}")
@@ -180,7 +154,7 @@ def test_a_rejection_reaches_the_proposers_open_page_and_their_box_says_why(
     sign_in(page, approvals_console, crew["operator"])
     proposal_id = propose_review_in_browser(page, approvals_console, task_id)
     expect(page.locator("#page-live")).to_have_text("live")
-    page.evaluate("window.orbitNotReloaded = true")
+    mark(page)
 
     supervisor_page: Page = other_page()
     sign_in(supervisor_page, approvals_console, crew["supervisor"])

@@ -20,10 +20,10 @@ from orbit_console.decisions.models import Batch, BatchItem, ItemOutcome
 from orbit_console.ledger.models import OperationAudit
 from orbit_console.ledger.seed import seed_incident
 from orbit_console.ops.workers import shares_channel_layer
-from tests.approvals.conftest import APPROVALS_ON, start_server
+from tests.approvals.conftest import APPROVALS_ON, serve
 from tests.approvals.test_proposals import batch_step, propose_batch
-from tests.browser.conftest import sign_in
-from tests.browser.test_approvals import crew, not_reloaded, open_live_queue, other_page  # noqa: F401
+from tests.browser.conftest import mark, not_reloaded, sign_in
+from tests.browser.test_approvals import crew, open_live_queue  # noqa: F401
 from tests.console.web import signed_in
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer, child_env
@@ -40,9 +40,7 @@ PACE = {"CONSOLE_BATCH_RATE": "20", "CONSOLE_BATCH_WORKER": "auto"}
 @pytest.fixture(scope="module")
 def batch_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """API and console with approval required, the batch worker placed as deployed."""
-    server = start_server("browser-batches", django_db_blocker, **PACE)
-    yield server
-    server.stop()
+    yield from serve("browser-batches", django_db_blocker, **PACE)
 
 
 @pytest.fixture
@@ -73,7 +71,7 @@ def tick_checklist(page: Page) -> None:
 
 def test_filter_select_all_propose_approve_watch_live_export(
     page: Page,
-    other_page: Any,  # noqa: F811
+    other_page: Any,
     batch_console: DaphneServer,
     crew: dict[str, TestPerson],  # noqa: F811
     world: dict[str, Any],
@@ -117,7 +115,7 @@ def test_filter_select_all_propose_approve_watch_live_export(
     expect(timeline.locator("#timeline-live")).to_have_text("live")
     expect(page.locator(".live-line .flag.live")).to_have_text("live")
     for watched in (page, queue, timeline):
-        watched.evaluate("window.orbitNotReloaded = true")
+        mark(watched)
     expect(page.locator("#batch-state")).to_have_text("Waiting for approval")
 
     supervisor = other_page()
@@ -143,7 +141,7 @@ def test_filter_select_all_propose_approve_watch_live_export(
     expect(platform.filter(has_text="Broker outage INC-12")).to_have_count(1)  # the review
     expect(timeline.locator(f"#timeline-entries a[href='{batch_path}']").first).to_be_visible()
     for watched in (page, queue, timeline):
-        assert watched.evaluate("window.orbitNotReloaded === true")  # it all came live
+        assert not_reloaded(watched)  # it all came live
 
     with page.expect_download() as download:
         page.get_by_role("link", name="CSV").click()
@@ -159,9 +157,7 @@ def test_filter_select_all_propose_approve_watch_live_export(
 
 @pytest.fixture(scope="module")
 def two_approvers_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
-    server = start_server("browser-two-approvers", django_db_blocker, CONSOLE_REVIEW_APPROVERS="2")
-    yield server
-    server.stop()
+    yield from serve("browser-two-approvers", django_db_blocker, CONSOLE_REVIEW_APPROVERS="2")
 
 
 def test_a_batchs_first_of_two_approvals_is_counted_live_on_another_supervisors_queue(
@@ -263,9 +259,7 @@ def test_a_batch_walks_the_wizards_steps_and_a_mistake_keeps_what_was_typed(
 
 @pytest.fixture(scope="module")
 def small_limit_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
-    server = start_server("browser-batch-limit", django_db_blocker, CONSOLE_BATCH_MAX_TASKS="2")
-    yield server
-    server.stop()
+    yield from serve("browser-batch-limit", django_db_blocker, CONSOLE_BATCH_MAX_TASKS="2")
 
 
 def test_the_batch_bar_offers_only_the_batches_a_filter_can_make(

@@ -6,18 +6,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Page, expect
 
-from tests.approvals.conftest import REQUIRED_ROLE_PERMISSIONS, required_policy, start_server
+from tests.approvals.conftest import mint_crew, serve
 from tests.browser.conftest import (
-    BrowserWatch,
+    mark,
     next_step,
+    not_reloaded,
     sign_in,
     submit_decision,
     tick_all_checks,
 )
 from tests.browser.test_approvals import propose_review_in_browser
-from tests.support.people import TestPerson, make_person
+from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
 pytestmark = pytest.mark.browser
@@ -25,35 +26,12 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def notify_console(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
-    server = start_server("browser-notifications", django_db_blocker)
-    yield server
-    server.stop()
+    yield from serve("browser-notifications", django_db_blocker)
 
 
 @pytest.fixture
 def crew(settings: Any, world: dict[str, Any]) -> dict[str, TestPerson]:
-    settings.CONSOLE_APPROVAL_POLICY = required_policy()
-    settings.CONSOLE_ROLE_PERMISSIONS = REQUIRED_ROLE_PERMISSIONS
-    return {
-        "operator": make_person(world, "operator"),
-        "supervisor": make_person(world, "supervisor"),
-    }
-
-
-@pytest.fixture
-def other_page(browser: Browser, browser_watch: BrowserWatch) -> Iterator[Any]:
-    contexts: list[BrowserContext] = []
-
-    def open_page() -> Page:
-        context = browser.new_context()
-        contexts.append(context)
-        new = context.new_page()
-        browser_watch.attach(new)
-        return new
-
-    yield open_page
-    for context in contexts:
-        context.close()
+    return mint_crew(settings, world, operator="operator", supervisor="supervisor")
 
 
 def test_the_unread_count_rises_live_and_falls_when_read(
@@ -67,13 +45,13 @@ def test_the_unread_count_rises_live_and_falls_when_read(
     sign_in(supervisor, notify_console, crew["supervisor"])
     count = supervisor.locator("#notify-count")
     expect(count).to_have_text("0 unread")
-    supervisor.evaluate("window.orbitNotReloaded = true")
+    mark(supervisor)
 
     sign_in(page, notify_console, crew["operator"])
     proposal_id = propose_review_in_browser(page, notify_console, world["tasks"]["needs_review"])
 
     expect(count).to_have_text("1 unread")
-    assert supervisor.evaluate("window.orbitNotReloaded === true")
+    assert not_reloaded(supervisor)
     expect(page.locator("#notify-count")).to_have_text("0 unread")  # not the author's to hear
 
     second: Page = other_page()

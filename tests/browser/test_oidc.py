@@ -28,12 +28,11 @@ from django.contrib.auth.models import User
 from playwright.sync_api import BrowserContext, Page, Route, expect
 
 from orbit_console.decisions.models import ConsoleEvent
-from orbit_console.decisions.proposals import proposal_create
 from orbit_console.ledger.seed import seed_world
 from orbit_console.people.models import OrbitCredential
 from orbit_console.signin.models import OidcIdentity
+from tests.approvals.conftest import pending_retry
 from tests.support.oidc import OidcProvider
-from tests.support.orbit import RETRY_REVISION
 from tests.support.people import make_person
 from tests.support.servers import DaphneServer
 
@@ -133,6 +132,18 @@ def company_sign_in(page: Page, server: DaphneServer, login: str) -> None:
     page.locator("button[type=submit]").click()
 
 
+def signed_in_at_company(
+    page: Page, server: DaphneServer, idp: OidcProvider, name: str, groups: list[str]
+) -> str:
+    """A new account of the provider (``name`` and a random tail) in ``groups``, signed in
+    through the company's sign-in: its login."""
+    login = f"{name}-{secrets.token_hex(3)}"
+    idp.set_account(login, groups=groups)
+    company_sign_in(page, server, login)
+    expect(page.locator("header .who")).to_contain_text(login)
+    return login
+
+
 def person(login: str) -> User:
     return OidcIdentity.objects.select_related("user").get(subject=login).user
 
@@ -186,10 +197,7 @@ def test_a_change_of_groups_changes_the_roles_at_the_next_sign_in(
     oidc_world: dict[str, Any],
     live_db: None,
 ) -> None:
-    login = f"grace-{secrets.token_hex(3)}"
-    idp.set_account(login, groups=["orbit-operators"])
-    company_sign_in(page, server, login)
-    expect(page.locator("header .who")).to_contain_text(login)
+    login = signed_in_at_company(page, server, idp, "grace", ["orbit-operators"])
     first = OrbitCredential.objects.get(user=person(login))
     idp.set_account(login, groups=["orbit-supervisors"])
     context.clear_cookies()
@@ -269,10 +277,7 @@ def test_an_id_token_issued_to_another_client_is_refused(
 def test_back_channel_logout_ends_the_session_and_closes_the_open_live_page_at_once(
     page: Page, server: DaphneServer, idp: OidcProvider, oidc_world: dict[str, Any], live_db: None
 ) -> None:
-    login = f"linus-{secrets.token_hex(3)}"
-    idp.set_account(login, groups=["orbit-operators"])
-    company_sign_in(page, server, login)
-    expect(page.locator("header .who")).to_contain_text(login)
+    login = signed_in_at_company(page, server, idp, "linus", ["orbit-operators"])
     task_id = oidc_world["tasks"]["needs_review"]
     page.goto(f"{server.url}/tasks/{task_id}")
     badge = page.locator("#timeline-live")
@@ -323,10 +328,7 @@ def forged(claims: dict[str, Any]) -> str:
 def test_a_forged_expired_replayed_or_misdirected_logout_token_is_refused(
     page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
 ) -> None:
-    login = f"ken-{secrets.token_hex(3)}"
-    idp.set_account(login, groups=["orbit-operators"])
-    company_sign_in(page, server, login)
-    expect(page.locator("header .who")).to_contain_text(login)
+    login = signed_in_at_company(page, server, idp, "ken", ["orbit-operators"])
     hour_ago = int(time.time()) - 3600
     refused = {
         "forged": forged(logout_token(idp, sub=login)),
@@ -351,10 +353,7 @@ def test_a_forged_expired_replayed_or_misdirected_logout_token_is_refused(
 def test_signing_out_signs_out_of_the_provider_too(
     page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
 ) -> None:
-    login = f"rp-{secrets.token_hex(3)}"
-    idp.set_account(login, groups=["orbit-operators"])
-    company_sign_in(page, server, login)
-    expect(page.locator("header .who")).to_contain_text(login)
+    signed_in_at_company(page, server, idp, "rp", ["orbit-operators"])
     page.locator("form[action='/signout'] button").click()
     # The provider's own page asks to confirm, then comes back to the console's sign-in.
     expect(page).to_have_url(re.compile(re.escape(idp.issuer) + "/session/end"))
@@ -368,10 +367,7 @@ def test_signing_out_signs_out_of_the_provider_too(
 def test_sign_out_everywhere_ends_every_session_of_the_person(
     browser: Any, page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
 ) -> None:
-    login = f"sue-{secrets.token_hex(3)}"
-    idp.set_account(login, groups=["orbit-operators"])
-    company_sign_in(page, server, login)
-    expect(page.locator("header .who")).to_contain_text(login)
+    login = signed_in_at_company(page, server, idp, "sue", ["orbit-operators"])
     other = browser.new_context()
     try:
         other_page = other.new_page()
@@ -388,10 +384,7 @@ def test_sign_out_everywhere_ends_every_session_of_the_person(
 def test_a_change_of_groups_changes_the_roles_at_the_next_re_check_and_a_refused_refresh_signs_out(
     page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
 ) -> None:
-    login = f"rita-{secrets.token_hex(3)}"
-    idp.set_account(login, groups=["orbit-supervisors"])
-    company_sign_in(page, server, login)
-    expect(page.locator("header .who")).to_contain_text(login)
+    login = signed_in_at_company(page, server, idp, "rita", ["orbit-supervisors"])
     assert roles_of(person(login)) == {"operator", "supervisor"}
 
     idp.set_account(login, groups=["orbit-auditors"])
@@ -412,15 +405,7 @@ def test_deciding_with_an_old_company_sign_in_signs_in_at_the_provider_again_and
     login = f"sam-{secrets.token_hex(3)}"
     idp.set_account(login, groups=["orbit-supervisors"])
     operator = make_person(oidc_world, "operator")
-    proposal = proposal_create(
-        action="retry",
-        task_id=oidc_world["tasks"]["failed"],
-        queue_id=oidc_world["queue_id"],
-        namespace_id=oidc_world["namespace_id"],
-        expected_revision=RETRY_REVISION,
-        body="{}",
-        proposed_by=operator.user,
-    ).proposal
+    proposal = pending_retry(oidc_world, operator)
     company_sign_in(page, server, login)
     expect(page.locator("header .who")).to_contain_text(login)
     page.goto(f"{server.url}/proposals/{proposal.id}")

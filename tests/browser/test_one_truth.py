@@ -10,18 +10,11 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.approvals.conftest import (
-    REQUIRED_ROLE_PERMISSIONS,
-    decide,
-    propose_review,
-    required_policy,
-    start_server,
-)
-from tests.browser.conftest import open_task, sign_in
-from tests.browser.test_approvals import other_page  # noqa: F401
+from tests.approvals.conftest import decide, mint_crew, propose_review, serve
+from tests.browser.conftest import mark, not_reloaded, open_task, sign_in
 from tests.console.web import signed_in
 from tests.support.orbit import review
-from tests.support.people import TestPerson, make_person
+from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
 pytestmark = pytest.mark.browser
@@ -30,29 +23,19 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def four_eyes(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServer]:
     """API and console with approval required for reviews and retries."""
-    server = start_server("browser-one-truth", django_db_blocker)
-    yield server
-    server.stop()
+    yield from serve("browser-one-truth", django_db_blocker)
 
 
 @pytest.fixture
 def crew(settings: Any, world: dict[str, Any]) -> dict[str, TestPerson]:
-    settings.CONSOLE_APPROVAL_POLICY = required_policy()
-    settings.CONSOLE_ROLE_PERMISSIONS = REQUIRED_ROLE_PERMISSIONS
-    return {
-        "operator": make_person(world, "operator"),
-        "second_operator": make_person(world, "operator"),
-        "supervisor": make_person(world, "supervisor"),
-        "auditor": make_person(world, "auditor"),
-    }
-
-
-def mark(page: Page) -> None:
-    page.evaluate("window.orbitNotReloaded = true")
-
-
-def not_reloaded(page: Page) -> bool:
-    return bool(page.evaluate("window.orbitNotReloaded === true"))
+    return mint_crew(
+        settings,
+        world,
+        operator="operator",
+        second_operator="operator",
+        supervisor="supervisor",
+        auditor="auditor",
+    )
 
 
 def test_a_live_task_page_never_shows_two_states_at_once(

@@ -21,10 +21,10 @@ import pytest
 from django.contrib.sessions.models import Session
 from playwright.sync_api import BrowserContext, Page, expect
 
-from orbit_console.decisions.proposals import proposal_create
+from tests.approvals.conftest import pending_retry
 from tests.browser.conftest import next_step, open_task, sign_in, tick_all_checks
 from tests.browser.test_every_page import PHONE, problems_of
-from tests.support.orbit import RETRY_REVISION, review
+from tests.support.orbit import review
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 
@@ -194,15 +194,7 @@ def test_a_supervisors_reason_typed_before_signing_in_again_is_still_in_its_fiel
     """The client's safety net: on a page whose form was not sent (the note's link is a plain
     link there), what was typed is kept in the tab and filled back after signing in — for the
     same person only."""
-    proposal = proposal_create(
-        action="retry",
-        task_id=world["tasks"]["failed"],
-        queue_id=world["queue_id"],
-        namespace_id=world["namespace_id"],
-        expected_revision=RETRY_REVISION,
-        body="{}",
-        proposed_by=people["operator"].user,
-    ).proposal
+    proposal = pending_retry(world, people["operator"])
     supervisor = people["supervisor"]
     reason = "The evidence reference points at last week's incident"
     sign_in(page, server, supervisor)

@@ -11,10 +11,9 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from orbit_console.decisions.chain import entry_hash
-from orbit_console.decisions.models import ConsoleEvent, Proposal
-from orbit_console.decisions.proposals import proposal_create
+from orbit_console.decisions.models import ConsoleEvent
+from tests.approvals.conftest import pending_retry
 from tests.browser.conftest import sign_in
-from tests.support.orbit import RETRY_REVISION
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
 
@@ -31,22 +30,10 @@ def server(django_db_setup: None, django_db_blocker: Any) -> Iterator[DaphneServ
     started.stop()
 
 
-def a_proposal(world: dict[str, Any], people: dict[str, TestPerson]) -> Proposal:
-    return proposal_create(
-        action="retry",
-        task_id=world["tasks"]["failed"],
-        queue_id=world["queue_id"],
-        namespace_id=world["namespace_id"],
-        expected_revision=RETRY_REVISION,
-        body="{}",
-        proposed_by=people["operator"].user,
-    ).proposal
-
-
 def test_rejecting_after_the_sign_in_grew_old_asks_for_the_password_and_keeps_the_reason(
     page: Page, server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
 ) -> None:
-    proposal = a_proposal(world, people)
+    proposal = pending_retry(world, people["operator"])
     supervisor = people["supervisor"]
     reason = "The evidence reference points at last week's incident"
     sign_in(page, server, supervisor)
@@ -86,7 +73,7 @@ def test_rejecting_after_the_sign_in_grew_old_asks_for_the_password_and_keeps_th
 def test_a_fresh_sign_in_decides_at_once(
     page: Page, server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
 ) -> None:
-    proposal = a_proposal(world, people)
+    proposal = pending_retry(world, people["operator"])
     sign_in(page, server, people["supervisor"])
     page.goto(f"{server.url}/proposals/{proposal.id}")
     page.fill("#reject-reason", "Not this one")

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.approvals.conftest import propose_review
-from tests.browser.conftest import retried_until_it_ended, sign_in
+from tests.browser.conftest import mark, not_reloaded, retried_until_it_ended, sign_in
 from tests.browser.test_one_truth import crew, four_eyes  # noqa: F401
 from tests.console.web import signed_in
 from tests.support.people import TestPerson
@@ -69,7 +69,7 @@ def test_a_supervisor_sees_what_waits_lands_there_and_is_told_what_waits_next(
     expect(page).to_have_url(f"{four_eyes.url}/")  # nothing waits: the work queue
     count = page.locator("#nav-waiting")
     expect(count).to_have_attribute("data-count", "0")
-    page.evaluate("window.orbitNotReloaded = true")
+    mark(page)
 
     with signed_in(four_eyes.url, crew["operator"]) as console:
         first, _ = propose_review(console, world["tasks"]["needs_review"])
@@ -77,7 +77,7 @@ def test_a_supervisor_sees_what_waits_lands_there_and_is_told_what_waits_next(
         second, _ = propose_review(console, world["tasks"]["needs_review_2"])
     expect(count).to_have_attribute("data-count", "2")
     expect(count).to_contain_text("2")
-    assert page.evaluate("window.orbitNotReloaded === true")
+    assert not_reloaded(page)
 
     # Signing in again lands on the approvals, since proposals wait.
     page.context.clear_cookies()

@@ -148,26 +148,11 @@ def test_demo_serves_the_console_with_its_people_until_sigterm(tmp_path: Path) -
     """``uv run manage.py demo`` on a machine with nothing set up: a fresh SQLite database, the
     in-memory channel layer; the printed people can sign in; the audit checkpoint job signs
     the chains' heads; SIGTERM stops everything."""
-    port = free_port()
     checkpoints = tmp_path / "checkpoints"
-    env = child_env(
-        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-        ORBIT_AUDIT_CHECKPOINT_DIR=str(checkpoints),
-    )
-    env.pop("REDIS_URL", None)
     # Checkpoints of an earlier demo database: a new demo world sets them aside.
     checkpoints.mkdir()
     (checkpoints / "00000001.json").write_text("{}")
-    output = tmp_path / "demo.out"
-    with output.open("w") as out:
-        demo = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(port)],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    demo, port, output = start_demo(tmp_path)
     base_url = f"http://127.0.0.1:{port}"
     try:
         wait_live(base_url, demo)
@@ -192,6 +177,29 @@ def test_demo_serves_the_console_with_its_people_until_sigterm(tmp_path: Path) -
     assert code == 0, output.read_text()
     assert "Orbit Console demo stopped." in output.read_text()
     assert_port_closed(port)
+
+
+def start_demo(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """``manage.py demo`` on a free port, with a SQLite database and the checkpoint directory
+    ``checkpoints`` in ``tmp_path``, in a process group of its own (as a terminal's foreground
+    job is): the process, its port and the file of its output."""
+    port = free_port()
+    env = child_env(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        ORBIT_AUDIT_CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
+    )
+    env.pop("REDIS_URL", None)
+    output = tmp_path / "demo.out"
+    with output.open("w") as out:
+        demo = subprocess.Popen(
+            [sys.executable, "manage.py", "demo", "--port", str(port)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return demo, port, output
 
 
 def assert_port_closed(port: int) -> None:
@@ -252,23 +260,8 @@ def test_the_demo_prints_its_people_last_and_stops_on_ctrl_c_without_a_traceback
 ) -> None:
     """Issue 30: the demo's table of people scrolled away under the checkpoint job's lines, and
     Ctrl-C (SIGINT to the terminal's whole foreground group) printed a traceback per child."""
-    port = free_port()
     checkpoints = tmp_path / "checkpoints"
-    env = child_env(
-        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-        ORBIT_AUDIT_CHECKPOINT_DIR=str(checkpoints),
-    )
-    env.pop("REDIS_URL", None)
-    output = tmp_path / "demo.out"
-    with output.open("w") as out:
-        demo = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(port)],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own group, as a terminal's foreground job is
-        )
+    demo, port, output = start_demo(tmp_path)
     try:
         wait_live(f"http://127.0.0.1:{port}", demo)
         deadline = time.monotonic() + 60

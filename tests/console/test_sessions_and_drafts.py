@@ -25,9 +25,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
 from orbit_console.decisions.models import Batch, ProposalState
-from orbit_console.decisions.proposals import proposal_create
 from orbit_console.ops.sessions import SessionStore
 from orbit_console.people.models import Draft
+from tests.approvals.conftest import pending_retry
 from tests.console.test_batch_pages import new_batch
 from tests.console.web import (
     EVIDENCE,
@@ -40,7 +40,6 @@ from tests.console.web import (
     text_of,
     wizard_post,
 )
-from tests.support.orbit import RETRY_REVISION
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
 from tests.timeline.helpers import session_cookie
@@ -332,15 +331,7 @@ def test_a_refused_form_keeps_the_draft_for_a_person_signed_out_too(
 def test_a_rejection_reason_sent_after_the_session_ended_comes_back_and_nothing_is_rejected(
     server: DaphneServer, world: dict[str, Any], people: dict[str, TestPerson]
 ) -> None:
-    proposal = proposal_create(
-        action="retry",
-        task_id=world["tasks"]["failed"],
-        queue_id=world["queue_id"],
-        namespace_id=world["namespace_id"],
-        expected_revision=RETRY_REVISION,
-        body="{}",
-        proposed_by=people["operator"].user,
-    ).proposal
+    proposal = pending_retry(world, people["operator"])
     page_path = f"/proposals/{proposal.id}"
     reason = "The evidence reference points at last week's incident"
     note = "Approved after a call with the owner of the queue"

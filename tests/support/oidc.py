@@ -12,14 +12,13 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
 import pytest
 
-from tests.support.servers import LOG_DIR, free_port
+from tests.support.servers import LOG_DIR, LoggedProcess, free_port, wait_answering
 
 HERE = Path(__file__).parent / "oidc"
 HOW_TO_GET = (
@@ -41,7 +40,7 @@ def node() -> str:
     pytest.skip(message)
 
 
-class OidcProvider:
+class OidcProvider(LoggedProcess):
     """One provider process on a port of its own; ``clients`` is oidc-provider's client
     metadata (``client_id``, ``client_secret``, ``redirect_uris``, ...)."""
 
@@ -70,33 +69,17 @@ class OidcProvider:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"the provider exited: see {self.log_path}"
-            try:
-                if httpx.get(self.discovery_url, timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"the OpenID Connect provider did not come up: see {self.log_path}")
+        try:
+            wait_answering(self.discovery_url, self.process, 60, interval=0.1)
+        except AssertionError as failed:
+            raise RuntimeError(
+                f"the OpenID Connect provider: {failed}; see {self.log_path}"
+            ) from None
+        return self
 
     @property
     def discovery_url(self) -> str:
         return f"{self.issuer}/.well-known/openid-configuration"
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     # What the identity team does at the provider.
     def set_account(

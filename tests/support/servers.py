@@ -92,16 +92,40 @@ def child_env(**extra: str) -> dict[str, str]:
 
 def wait_live(base_url: str, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
     """Wait until ``base_url/health/live`` answers 200; fail if ``process`` exits first."""
+    wait_answering(f"{base_url}/health/live", process, timeout, name=base_url)
+
+
+def wait_answering(
+    url: str,
+    process: subprocess.Popen[bytes],
+    timeout: float,
+    *,
+    name: str = "",
+    interval: float = 0.2,
+) -> None:
+    """Wait until ``url`` answers 200; fail (AssertionError) if ``process`` exits first or
+    ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert process.poll() is None, f"the server exited early ({process.returncode})"
         try:
-            if httpx.get(f"{base_url}/health/live", timeout=1).status_code == 200:
+            if httpx.get(url, timeout=1).status_code == 200:
                 return
         except httpx.TransportError:
             pass
-        time.sleep(0.2)
-    raise AssertionError(f"{base_url} did not come up")
+        time.sleep(interval)
+    raise AssertionError(f"{name or url} did not come up")
+
+
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """Terminate ``process`` if it still runs; kill it if it has not ended 10 s later."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def run_manage(
@@ -119,7 +143,21 @@ def run_manage(
     )
 
 
-class DaphneServer:
+class LoggedProcess:
+    """A child process whose output goes to a log file of its own; ``stop`` ends both."""
+
+    process: subprocess.Popen[bytes] | None
+    _log: BinaryIO | None
+
+    def stop(self) -> None:
+        stop_process(self.process)
+        self.process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+class DaphneServer(LoggedProcess):
     def __init__(
         self, name: str, *, env: dict[str, str] | None = None, proxy_headers: bool = False
     ) -> None:
@@ -163,19 +201,6 @@ class DaphneServer:
         """Stop and start again on the same port (clients see their connections drop)."""
         self.stop()
         return self.start()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -41,7 +41,7 @@ ALLOWED = {
         "signin",
     },
     "timeline": {"client", "console", "decisions", "feed", "lib", "ops", "people"},
-    "notifications": {"audit", "decisions", "ledger", "lib", "people"},
+    "notifications": {"audit", "decisions", "ledger", "lib", "ops", "people"},
 }
 
 

@@ -14,6 +14,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from orbit_console.notifications import mail, scans, webhooks
+from orbit_console.ops.loops import Heartbeat
 
 logger = logging.getLogger("orbit.notifications.worker")
 
@@ -30,7 +31,15 @@ def deliver_once(client: httpx.Client) -> int:
     return mail.deliver_due(now=now) + webhooks.deliver_due(client, now=now)
 
 
-def run(*, interval: float, stop: threading.Event, once: bool = False) -> None:
+def run(
+    *,
+    interval: float,
+    stop: threading.Event,
+    once: bool = False,
+    heartbeat: Heartbeat | None = None,
+) -> None:
+    """Pass after pass until ``stop``; each pass that succeeds beats ``heartbeat`` (its
+    ``--health-port`` and the NotifierNotTicking alert read it), each that fails counts."""
     failures = 0
     with webhooks.new_client() as client:
         while not stop.is_set():
@@ -38,9 +47,13 @@ def run(*, interval: float, stop: threading.Event, once: bool = False) -> None:
             try:
                 deliver_once(client)
                 failures = 0
-            except Exception:
+                if heartbeat is not None:
+                    heartbeat.beat()
+            except Exception as error:
                 failures += 1
                 logger.exception("a notification pass failed")
+                if heartbeat is not None:
+                    heartbeat.failed(error)
             if once:
                 return
             _wake.wait(min(interval * (2 ** min(failures, 5)), 30.0))

@@ -9,13 +9,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 from django.conf import settings
 
 from orbit_console.notifications import webhooks
 from orbit_console.notifications.models import MessageState, WebhookMessage
 from tests.notifications.conftest import person, propose
 from tests.support.receivers import Receiver, Reply
-from tests.support.servers import child_env
+from tests.support.servers import child_env, free_port
 
 WORKER_ENV = {
     "CONSOLE_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
@@ -77,3 +78,35 @@ def test_a_worker_killed_mid_delivery_loses_nothing_and_sends_one_id(
     assert delivered.attempts == 2 and delivered.response_code == 204
     assert list(receiver.verified) == [message.id]  # one id, kept once by the receiver
     assert receiver.bad_signatures == 0
+
+
+def test_the_worker_answers_its_health_and_beats_on_its_own_port(namespace: str) -> None:
+    """Its own port, as the reconciler's: ready once a pass succeeded, and the heartbeat the
+    NotifierNotTicking alert reads (deploy/prometheus/alerts.yml) on ``/metrics``."""
+    port = free_port()
+    health = f"http://127.0.0.1:{port}"
+    command = ["manage.py", "notify", "deliver", "--interval", "0.2", "--health-port", str(port)]
+    worker = subprocess.Popen(
+        [sys.executable, *command],
+        cwd=settings.BASE_DIR,
+        env=child_env(**WORKER_ENV, METRICS_TOKEN="notifier-metrics"),
+    )
+    try:
+
+        def ready() -> bool:
+            try:
+                answer = httpx.get(f"{health}/health/ready", timeout=5)
+            except httpx.TransportError:
+                return False
+            return answer.status_code == 200 and bool(answer.json().get("last_success"))
+
+        assert wait_for(ready, 120), "the worker never answered ready"
+        assert httpx.get(f"{health}/health/live", timeout=5).status_code == 200
+        metrics = httpx.get(
+            f"{health}/metrics", headers={"Authorization": "Bearer notifier-metrics"}, timeout=30
+        )
+        assert metrics.status_code == 200, metrics.text
+        assert 'orbit_loop_last_success_timestamp_seconds{loop="notifier"}' in metrics.text
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)

@@ -1,6 +1,6 @@
 """``manage.py notify``: the delivery worker and the webhook endpoints (docs/notifications.md).
 
-notify deliver [--once] [--interval S]
+notify deliver [--once] [--interval S] [--health-port PORT]
 notify webhook add NAMESPACE URL [--events KIND ...] [--format json|slack] [--language L]
 notify webhook list [--namespace NS]
 notify webhook rotate ID | end-rotation ID | enable ID | disable ID | remove ID
@@ -17,6 +17,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from orbit_console.notifications import webhooks, worker
 from orbit_console.notifications.kinds import KINDS
 from orbit_console.notifications.models import Endpoint, WebhookMessage
+from orbit_console.ops.loops import Heartbeat, serve_health
+
+# After failed passes the worker waits at most this long (worker.run): it counts as stalled
+# once no pass has succeeded for longer than that allows, with room for two passes.
+MAX_BACKOFF = 30.0
 
 
 class Command(BaseCommand):
@@ -27,6 +32,12 @@ class Command(BaseCommand):
         deliver = sub.add_parser("deliver", help="run the delivery worker")
         deliver.add_argument("--once", action="store_true")
         deliver.add_argument("--interval", type=float, default=1.0)
+        deliver.add_argument(
+            "--health-port",
+            type=int,
+            default=0,
+            help="answer /health/live, /health/ready and /metrics on this port (ops/loops.py)",
+        )
         hook = sub.add_parser("webhook", help="manage webhook endpoints")
         verbs = hook.add_subparsers(dest="verb", required=True)
         add = verbs.add_parser("add")
@@ -59,7 +70,11 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, stopping)
         signal.signal(signal.SIGINT, stopping)
-        worker.run(interval=options["interval"], stop=stop, once=options["once"])
+        interval = options["interval"]
+        heartbeat = Heartbeat("notifier", stale_after=MAX_BACKOFF + 2 * interval)
+        if options["health_port"]:
+            serve_health(heartbeat, options["health_port"])
+        worker.run(interval=interval, stop=stop, once=options["once"], heartbeat=heartbeat)
 
     def _webhook(self, options: dict[str, Any]) -> None:
         verb = options["verb"]

@@ -201,7 +201,13 @@ def test_only_the_migrations_job_connects_as_the_migrator(target: str) -> None:
     assert users.pop("orbit-migrate/migrate") == "orbit_migrate"
     assert set(users.values()) == {"orbit"}, users
     # Every workload that serves or loops waits for the migrations first.
-    for name in ("orbit-console", "orbit-reconciler", "orbit-checkpointer", "orbit-feed"):
+    for name in (
+        "orbit-console",
+        "orbit-reconciler",
+        "orbit-notifier",
+        "orbit-checkpointer",
+        "orbit-feed",
+    ):
         spec = pod_specs(render(target))[name]
         [wait] = spec["initContainers"]
         assert "migrate --check" in " ".join(wait["command"]), name
@@ -209,7 +215,7 @@ def test_only_the_migrations_job_connects_as_the_migrator(target: str) -> None:
 
 def test_the_loops_run_as_the_single_replicas_their_leases_allow() -> None:
     docs = render("base")
-    for name in ("orbit-reconciler", "orbit-checkpointer"):
+    for name in ("orbit-reconciler", "orbit-notifier", "orbit-checkpointer"):
         workload = named(docs, "Deployment", name)
         assert workload["spec"]["replicas"] == 1, name
         assert workload["spec"]["strategy"]["type"] == "Recreate", name  # never two at once
@@ -308,6 +314,7 @@ def test_the_service_monitor_scrapes_the_console_and_the_reconciler_with_the_tok
     assert {s["metadata"]["name"] for s in scraped} == {
         "orbit-console-metrics",
         "orbit-reconciler-metrics",
+        "orbit-notifier-metrics",
     }
     [endpoint] = monitor["spec"]["endpoints"]
     assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "authorization"}
@@ -324,10 +331,34 @@ def test_the_external_database_overlay_runs_no_database_and_reads_redis_from_a_s
     docs = render("overlays/external-database")
     components = {d["metadata"].get("labels", {}).get("app.kubernetes.io/component") for d in docs}
     assert not components & {"mysql", "redis"}
-    for name in ("orbit-console", "orbit-reconciler", "orbit-feed"):
+    for name in ("orbit-console", "orbit-reconciler", "orbit-feed", "orbit-notifier"):
         [container] = pod_specs(docs)[name]["containers"]
         redis = env_of(container)["REDIS_URL"]["valueFrom"]["secretKeyRef"]
         assert redis == {"name": "orbit-redis", "key": "REDIS_URL"}, name
+
+
+def test_only_the_notifier_reaches_out_of_the_cluster_and_never_to_private_ranges() -> None:
+    """Webhooks and email leave the cluster (issue 32); the SSRF rule of the worker
+    (docs/notifications.md) is held by the network too."""
+    docs = render("base")
+    policy = named(docs, "NetworkPolicy", "orbit-notifier-egress")
+    selector = policy["spec"]["podSelector"]["matchLabels"].items()
+    reaching = {
+        name
+        for name, labels in (
+            (d["metadata"]["name"], d["spec"]["template"]["metadata"]["labels"])
+            for d in docs
+            if d["kind"] == "Deployment"
+        )
+        if selector <= labels.items()
+    }
+    assert reaching == {"orbit-notifier"}
+    [rule] = policy["spec"]["egress"]
+    [block] = rule["to"]
+    assert block["ipBlock"]["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(
+        block["ipBlock"]["except"]
+    )
 
 
 def test_the_external_orbit_overlay_points_every_process_at_that_orbit() -> None:

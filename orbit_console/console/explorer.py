@@ -14,7 +14,8 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Coalesce, Lower
 from django.utils.translation import gettext as _
 
-from orbit_console.decisions.models import Approval, ConsoleEvent
+from orbit_console.decisions.evidence import link_for, policy_for
+from orbit_console.decisions.models import Approval, ConsoleEvent, EvidencePolicy
 from orbit_console.lib import csvcells, notes
 from orbit_console.lib.keyset import older_than
 from orbit_console.lib.rfc3339 import format_utc
@@ -254,6 +255,7 @@ EXPORT_FIELDS = [
     "batch_id",
     "reason",
     "evidence_ref",
+    "evidence_url",
     "decided_outcome",
     "body",
     "note",
@@ -282,6 +284,7 @@ def as_row(event: ConsoleEvent) -> dict[str, Any]:
         "batch_id": decided.batch_id,
         "reason": decided.reason,
         "evidence_ref": decided.evidence_ref,
+        "evidence_url": getattr(event, "evidence_url", ""),
         "decided_outcome": decided.outcome,
         "body": decided.body,
         "note": event.note,
@@ -290,22 +293,46 @@ def as_row(event: ConsoleEvent) -> dict[str, Any]:
     }
 
 
-def _batch(filters: Filters, position: tuple[datetime, str] | None) -> list[ConsoleEvent]:
+def _batch(
+    filters: Filters,
+    position: tuple[datetime, str] | None,
+    policies: dict[str, EvidencePolicy | None],
+) -> list[ConsoleEvent]:
     rows = events(filters)
     if position is not None:
         rows = rows.filter(older_than(*position))
-    return with_approvers(list(rows.order_by("-created_at", "-id")[:EXPORT_BATCH]))
+    batch = with_approvers(list(rows.order_by("-created_at", "-id")[:EXPORT_BATCH]))
+    with_evidence_links(batch, policies)
+    return batch
+
+
+def with_evidence_links(
+    batch: list[ConsoleEvent], policies: dict[str, EvidencePolicy | None]
+) -> None:
+    """Sets ``evidence_url`` on each entry: the link its evidence reference makes under its
+    namespace's policy (docs/notifications.md, "Evidence that links"), "" without one. Each
+    namespace's policy is read once per export (``policies``)."""
+    for event in batch:
+        reference = decision(event).evidence_ref
+        url = ""
+        if reference:
+            if event.namespace_id not in policies:
+                policies[event.namespace_id] = policy_for(event.namespace_id)
+            policy = policies[event.namespace_id]
+            url = link_for(policy, reference) if policy is not None else ""
+        event.evidence_url = url  # type: ignore[attr-defined]
 
 
 async def stream(filters: Filters, render: Any) -> AsyncIterator[str]:
     """Every matching entry, newest first, fetched in keyset batches so that an export of any
     size holds one batch in memory at a time."""
     position: tuple[datetime, str] | None = None
+    policies: dict[str, EvidencePolicy | None] = {}
     header = render.header()
     if header:
         yield header
     while True:
-        batch = await sync_to_async(_batch)(filters, position)
+        batch = await sync_to_async(_batch)(filters, position, policies)
         if not batch:
             return
         yield "".join(render.line(as_row(event)) for event in batch)

@@ -469,6 +469,7 @@ def test_exports_hold_exactly_the_filtered_entries(
         # Issue 30: the why of every decision, read from its submission (the exact body sent).
         "reason": json.loads(submission.body)["reason"],
         "evidence_ref": json.loads(submission.body)["evidence_ref"],
+        "evidence_url": "",  # no evidence policy in this namespace
         "decided_outcome": json.loads(submission.body)["outcome"],
         "body": submission.body,
         "note": receipt.note,

@@ -10,6 +10,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.template import Context, Template
 
+from orbit_console.console.explorer import (
+    Filters,
+    as_row,
+    events,
+    with_approvers,
+    with_evidence_links,
+)
 from orbit_console.console.forms import ReviewDecideForm
 from orbit_console.decisions.evidence import (
     PolicyRefused,
@@ -98,6 +105,15 @@ def test_pages_and_notifications_show_the_reference_as_a_link(namespace: str) ->
     assert "href" not in plain_text and "&lt;b&gt;" in plain_text
     unpoliced = shown.render(Context({"ref": "INC-42", "ns": f"{namespace}-other"}))
     assert "href" not in unpoliced and "INC-42" in unpoliced
+
+    # The audit exports (CSV and JSON lines) carry the link beside the reference.
+    scope = Filters(scopes=((namespace, frozenset()),))
+    entries = with_approvers(list(events(scope).filter(proposal=proposal)))
+    assert entries
+    with_evidence_links(entries, {})
+    for row in map(as_row, entries):
+        assert row["evidence_ref"] == "INC-42"
+        assert row["evidence_url"] == "https://tracker.example.com/browse/INC-42"
 
 
 def test_a_batch_decision_is_held_to_the_namespaces_pattern(namespace: str) -> None:

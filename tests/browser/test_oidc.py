@@ -350,6 +350,37 @@ def test_a_forged_expired_replayed_or_misdirected_logout_token_is_refused(
     assert post_logout(server, valid).status_code == 400  # its jti was used
 
 
+def test_a_logout_token_naming_only_the_providers_session_ends_that_session_alone(
+    page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
+) -> None:
+    """Back-Channel Logout 1.0 names a session by ``sid`` (or the person by ``sub``): a token
+    with only the ``sid`` of one of the person's sessions ends that one, not their others."""
+    from orbit_console.signin.models import OidcSession
+
+    login = signed_in_at_company(page, server, idp, "sid", ["orbit-operators"])
+    [named] = [c["value"] for c in page.context.cookies() if c["name"] == "sessionid"]
+    record = OidcSession.objects.get(session_key=named)
+    assert record.sid, "the provider's ID token named its session"
+    other = page.context.browser.new_context() if page.context.browser else None
+    assert other is not None
+    try:
+        second = other.new_page()
+        company_sign_in(second, server, login)  # the same person, another provider session
+        expect(second.locator("header .who")).to_contain_text(login)
+        [kept] = [c["value"] for c in other.cookies() if c["name"] == "sessionid"]
+        assert OidcSession.objects.get(session_key=kept).sid != record.sid
+
+        token = logout_token(idp, sid=record.sid)
+        del token["sub"]
+        assert post_logout(server, idp.sign(token)).status_code == 200
+        page.reload()
+        expect(page).to_have_url(re.compile(r"/signin"))
+        second.reload()
+        expect(second.locator("header .who")).to_contain_text(login)  # the other session stays
+    finally:
+        other.close()
+
+
 def test_signing_out_signs_out_of_the_provider_too(
     page: Page, server: DaphneServer, idp: OidcProvider, live_db: None
 ) -> None:

@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import json
 import os
-import secrets
 import subprocess
 import sys
 import time
@@ -50,6 +49,7 @@ from common import (
     drop_drill_database,
     run_manage,
     settle,
+    stage,
 )
 
 from orbit_console.lib.rfc3339 import format_utc
@@ -117,17 +117,14 @@ def applied_per_api(database: str) -> list[dict[str, str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from support import BENCH_DIR, loadavg, machine, setup_django
+    from support import BENCH_DIR, loadavg, machine
 
     from bench.faults import (
         RIG_ENV,
-        Rig,
         Service,
         _worker,
-        create_rig_user,
         drop_rig_user,
         free_port,
-        make_operator,
     )
 
     os.environ.update(RIG_ENV)
@@ -138,28 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = str(checkpoints)
     database_url = drill_database(args.database_url)
     restored_url = drill_database(database_url.rsplit("/", 1)[0] + "/drill_backup_restored")
-    base = {"DATABASE_URL": database_url}
-    code, out = run_manage(base, "migrate", "--verbosity", "0")
-    assert code == 0, out
-    code, out = run_manage(base, "orbit", "seed")
-    assert code == 0, out
-    seeded = json.loads(out)
-    setup_django(database_url)
     from django.db import connections
 
-    rig_password = secrets.token_urlsafe(16)
-    create_rig_user(rig_password)
-    people = [make_operator(seeded["namespace_id"], f"backup-{n}") for n in range(args.people)]
-    connections.close_all()
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    rig = Rig(
-        database_url=database_url,
-        redis_url=args.redis_url,
-        env=env,
-        logs=BENCH_DIR,
-        rig_password=rig_password,
-    )
-    replicas = Replicas(rig, BENCH_DIR)
+    staged = stage(database_url, args.redis_url, people=args.people, name="backup")
+    seeded, people, replicas = staged.seeded, staged.people, staged.replicas
+    base = {"DATABASE_URL": database_url}
     dump = BENCH_DIR / "drill-backup.sql"
     connection_args, live_name = mysql_args(database_url)
     _, restored_name = mysql_args(restored_url)
@@ -227,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
 
         port = free_port()
-        restored_env = {**rig.console.env, "DATABASE_URL": restored_url}
+        restored_env = {**staged.rig.console.env, "DATABASE_URL": restored_url}
         restored_console = Service("console-restored", _worker(port), restored_env, port, BENCH_DIR)
         restored_console.start()
         from tests.console.web import Console
@@ -252,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, out = run_manage(
             {
                 **restored_base,
-                "ORBIT_API_URL": Replicas.url(rig.console),
+                "ORBIT_API_URL": Replicas.url(staged.rig.console),
                 "ORBIT_RESTORE_TOKEN": seeded["tokens"]["admin"],
             },
             "restored", "--since", format_utc(backup_time), "--json",

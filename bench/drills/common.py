@@ -47,6 +47,52 @@ SIGNIN = re.compile(r"^/signin")
 SETTLE_S = 60.0  # seconds the drill waits, after the load stops, for every decision to settle
 
 
+# --- The stage -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Stage:
+    """A drill's world: its seeded namespace, its operators, and the rig of its processes with
+    the two replicas (not started)."""
+
+    seeded: dict[str, Any]
+    people: list[Person]
+    rig: Rig
+    replicas: Replicas
+
+
+def stage(database_url: str, redis_url: str, *, people: int, name: str) -> Stage:
+    """Migrate and seed the drill's database, make ``people`` operators (``name-N``) and the
+    rig's database user, as every drill starts."""
+    import json
+    import secrets
+
+    from support import BENCH_DIR, setup_django
+
+    from bench.faults import create_rig_user, make_operator
+
+    base = {"DATABASE_URL": database_url}
+    for command in (("migrate", "--verbosity", "0"), ("orbit", "seed")):
+        code, out = run_manage(base, *command)
+        assert code == 0, out
+    seeded = json.loads(out)
+    setup_django(database_url)
+    from django.db import connections
+
+    rig_password = secrets.token_urlsafe(16)
+    create_rig_user(rig_password)
+    operators = [make_operator(seeded["namespace_id"], f"{name}-{n}") for n in range(people)]
+    connections.close_all()
+    rig = Rig(
+        database_url=database_url,
+        redis_url=redis_url,
+        env={k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
+        logs=BENCH_DIR,
+        rig_password=rig_password,
+    )
+    return Stage(seeded, operators, rig, Replicas(rig, BENCH_DIR))
+
+
 # --- The database -------------------------------------------------------------------------------
 
 

@@ -44,11 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     ROOT,
     Load,
-    Replicas,
     drill_database,
     drop_drill_database,
     run_manage,
     settle,
+    stage,
 )
 
 
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from support import BENCH_DIR, loadavg, machine
 
-    from bench.faults import RIG_ENV, create_rig_user, drop_rig_user, make_operator
+    from bench.faults import RIG_ENV, drop_rig_user
 
     old, new = KeySet.new(), KeySet.new()
     env_of = phases(old, new)
@@ -158,33 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(env_of["before"])
     os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = str(checkpoints)
     database_url = drill_database(args.database_url)
-    base = {"DATABASE_URL": database_url}
-    code, out = run_manage(base, "migrate", "--verbosity", "0")
-    assert code == 0, out
-    code, out = run_manage(base, "orbit", "seed")
-    assert code == 0, out
-    seeded = json.loads(out)
-    from support import setup_django
-
-    setup_django(database_url)
     from django.db import connections
 
-    rig_password = secrets.token_urlsafe(16)
-    create_rig_user(rig_password)
-    people = [make_operator(seeded["namespace_id"], f"rotation-{n}") for n in range(args.people)]
-    connections.close_all()
-
-    from bench.faults import Rig
-
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    rig = Rig(
-        database_url=database_url,
-        redis_url=args.redis_url,
-        env=env,
-        logs=BENCH_DIR,
-        rig_password=rig_password,
-    )
-    replicas = Replicas(rig, BENCH_DIR)
+    staged = stage(database_url, args.redis_url, people=args.people, name="rotation")
+    seeded, people, replicas = staged.seeded, staged.people, staged.replicas
+    base = {"DATABASE_URL": database_url}
     results: dict[str, Any] = {"machine": machine(), "load_before": loadavg(), "steps": []}
     began = time.monotonic()
 

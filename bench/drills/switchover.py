@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import shutil
 import sys
 import time
@@ -40,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, Load, Replicas, drill_database, run_manage, settle
+from common import ROOT, Load, drill_database, settle, stage
 from mariadb_pair import pair, promote, relay_applied, replica_caught_up
 
 
@@ -82,14 +81,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from support import BENCH_DIR, loadavg, machine, setup_django
+    from support import BENCH_DIR, loadavg, machine
 
     from bench.faults import (
         RIG_ENV,
-        Rig,
-        create_rig_user,
         free_port,
-        make_operator,
     )
     from tests.support.proxy import TcpProxy
 
@@ -100,31 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     primary, replica = pair(base_dir, free_port(), free_port())
     host = TcpProxy(("127.0.0.1", primary.port))  # the database's host name
     database_url = drill_database(f"mysql://root@127.0.0.1:{host.port}/drill_switchover")
-    base = {"DATABASE_URL": database_url}
     load = None
     replicas = None
     try:
-        code, out = run_manage(base, "migrate", "--verbosity", "0")
-        assert code == 0, out
-        code, out = run_manage(base, "orbit", "seed")
-        assert code == 0, out
-        seeded = json.loads(out)
-        setup_django(database_url)
+        staged = stage(database_url, args.redis_url, people=args.people, name="switch")
         from django.db import connection, connections
 
-        rig_password = secrets.token_urlsafe(16)
-        create_rig_user(rig_password)
-        people = [make_operator(seeded["namespace_id"], f"switch-{n}") for n in range(args.people)]
-        connections.close_all()
-        env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-        rig = Rig(
-            database_url=database_url,
-            redis_url=args.redis_url,
-            env=env,
-            logs=BENCH_DIR,
-            rig_password=rig_password,
-        )
-        replicas = Replicas(rig, BENCH_DIR)
+        seeded, people, replicas = staged.seeded, staged.people, staged.replicas
         replicas.start()
         load = ObservedLoad(replicas, people, seeded["queue_id"]).start()
         time.sleep(args.soak)

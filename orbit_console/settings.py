@@ -77,6 +77,8 @@ MIDDLEWARE = [
     # runs inside SyncMiddlewareGroup, one hop each way for all of it (docs/architecture.md).
     "orbit_console.ops.middleware.RequestIdMiddleware",
     "orbit_console.ops.middleware.AccessLogMiddleware",
+    # Sheds what a process cannot serve in time (CONSOLE_MAX_IN_FLIGHT), before any work.
+    "orbit_console.ops.middleware.LoadSheddingMiddleware",
     "orbit_console.ops.middleware.OutageMiddleware",
     "orbit_console.ops.middleware.SyncMiddlewareGroup",
     "django_htmx.middleware.HtmxMiddleware",
@@ -214,6 +216,12 @@ for _origin in ORBIT_EVENTS_ALLOWED_ORIGINS:
             f"ORBIT_EVENTS_ALLOWED_ORIGINS takes origins such as https://console.example.com"
             f" or http://10.0.0.5:8080 (scheme, host, port), not {_origin!r}"
         )
+# Load shedding (docs/deployment.md, "Capacity of one replica"): a console process serves at
+# most this many page requests at once and answers the next ones 503 with Retry-After and a
+# page that says so, before doing anything (nothing is stored). 0 turns it off. Health, metrics,
+# static files, the recovery API (/v1/, its own quotas) and WebSockets are not counted.
+CONSOLE_MAX_IN_FLIGHT = env_int("CONSOLE_MAX_IN_FLIGHT", 32, minimum=0)
+CONSOLE_SHED_RETRY_AFTER_SECONDS = env_int("CONSOLE_SHED_RETRY_AFTER_SECONDS", 2, minimum=1)
 ORBIT_EVENTS_HEARTBEAT_MS = env_int("ORBIT_EVENTS_HEARTBEAT_MS", 10_000, minimum=100)
 ORBIT_EVENTS_POLL_MS = env_int("ORBIT_EVENTS_POLL_MS", 1_000, minimum=10)
 ORBIT_EVENTS_RECHECK_SECONDS = env_int("ORBIT_EVENTS_RECHECK_SECONDS", 5, minimum=1)

@@ -57,6 +57,20 @@ for _consumer in ("timeline", "approvals"):
     WEBSOCKETS_OPEN.labels(consumer=_consumer)
 
 
+IN_FLIGHT = Gauge(
+    "orbit_http_requests_in_flight",
+    "Console page requests this process is serving now (bounded by CONSOLE_MAX_IN_FLIGHT)",
+)
+IN_FLIGHT_LIMIT = Gauge(
+    "orbit_http_requests_in_flight_limit",
+    "CONSOLE_MAX_IN_FLIGHT of this process (0: no bound)",
+)
+SHED = Counter(
+    "orbit_http_requests_shed_total",
+    "Console page requests answered 503 because the process already served its bound of them",
+)
+
+
 DEPENDENCY_UP = Gauge(
     "orbit_dependency_up",
     "Whether this process reached the dependency when it was last scraped (1) or not (0)",

@@ -1,4 +1,5 @@
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -9,12 +10,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.exception import response_for_exception
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
+from django.utils import translation
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
 from orbit_console.lib.ids import new_request_id
 from orbit_console.ops.context import current_request_id
-from orbit_console.ops.metrics import REQUEST_LATENCY
+from orbit_console.ops.metrics import IN_FLIGHT, IN_FLIGHT_LIMIT, REQUEST_LATENCY, SHED
 from orbit_console.ops.views import fault_page, own_error_page
 
 access_logger = logging.getLogger("orbit.access")
@@ -242,3 +244,91 @@ class OutageMiddleware:
             logger.error("database unavailable", exc_info=exception)
             return fault_page(request, 503)
         return None
+
+
+# Never shed: the probes and the scrape must answer most of all when the process is busy.
+UNBOUNDED_PATHS = ("/health/", "/metrics")
+
+
+class LoadSheddingMiddleware:
+    """At most ``CONSOLE_MAX_IN_FLIGHT`` console requests served at once by this process; the
+    next ones are answered at once with 503, ``Retry-After: CONSOLE_SHED_RETRY_AFTER_SECONDS``
+    and the styled, translated page that says the console is busy and that nothing was done.
+
+    A process's views run one at a time on its one sync thread (``ops/handler.py``): requests
+    beyond what it can serve only wait in line, each making every later one wait longer, until
+    the person (or the balancer) gives up on a request the process will still serve. Shedding
+    before any work keeps the requests it accepts fast and tells the rest, truthfully, that
+    nothing happened: a decision confirmed in a shed request was not stored, and sending it
+    again stores it once (docs/deployment.md, "Capacity of one replica").
+
+    Not counted: health and ``/metrics``; prefixes with error pages of their own (the recovery
+    API, which has its own quotas and 429s); static files, liveness and WebSockets never reach
+    Django's middleware (``ops/edge.py``). Counted per process: the bound is per worker.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        self.limit: int = settings.CONSOLE_MAX_IN_FLIGHT
+        self.retry_after: int = settings.CONSOLE_SHED_RETRY_AFTER_SECONDS
+        self.in_flight = 0
+        self._lock = threading.Lock()
+        IN_FLIGHT_LIMIT.set(self.limit)
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        if not self._counted(request):
+            return self.get_response(request)
+        if not self._enter():
+            return self._shed(request)
+        try:
+            return self.get_response(request)
+        finally:
+            self._leave()
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        if not self._counted(request):
+            return await self.get_response(request)  # type: ignore[no-any-return]
+        if not self._enter():
+            return self._shed(request)
+        try:
+            return await self.get_response(request)  # type: ignore[no-any-return]
+        finally:
+            self._leave()
+
+    def _counted(self, request: HttpRequest) -> bool:
+        return (
+            self.limit > 0
+            and not request.path.startswith(UNBOUNDED_PATHS)
+            and own_error_page(request) is None
+        )
+
+    def _enter(self) -> bool:
+        with self._lock:
+            if self.in_flight >= self.limit:
+                return False
+            self.in_flight += 1
+            IN_FLIGHT.set(self.in_flight)
+            return True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            IN_FLIGHT.set(self.in_flight)
+
+    def _shed(self, request: HttpRequest) -> HttpResponse:
+        """The busy page, in the person's language (from their cookie or browser: nothing is
+        read from the database), rendered without the request's context processors."""
+        SHED.inc()
+        logger.warning("shed", extra={"in_flight": self.in_flight, "limit": self.limit})
+        with translation.override(translation.get_language_from_request(request)):
+            response = fault_page(request, 503, busy=True, retry_after=self.retry_after)
+        response["Retry-After"] = str(self.retry_after)
+        response["Cache-Control"] = "no-store"
+        return response

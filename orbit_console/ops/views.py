@@ -99,12 +99,19 @@ def remember_stored(request: HttpRequest, url: str) -> None:
     request.orbit_stored_url = url  # type: ignore[attr-defined]
 
 
-def fault_page(request: HttpRequest, status: int) -> HttpResponse:
+def fault_page(
+    request: HttpRequest, status: int, *, busy: bool = False, retry_after: int = 0
+) -> HttpResponse:
     """The styled, translated 500 or 503 page, with the request id and, when the person's
     decision was stored before the fault, a link to it. Rendered without the request's context
-    processors: nothing on it reads the database that may be the fault."""
+    processors: nothing on it reads the database that may be the fault. ``busy``: the 503 of
+    load shedding (``ops/middleware.LoadSheddingMiddleware``), asked again after
+    ``retry_after`` seconds."""
     context = {
         "status": status,
+        "busy": busy,
+        "retry_after": retry_after,
+        "resend": busy and request.method == "POST",
         "request_id": getattr(request, "request_id", ""),
         "stored_url": getattr(request, "orbit_stored_url", ""),
     }

@@ -719,3 +719,20 @@
     }
   });
 })();
+
+// A request of the page's that the console turned away because it is busy (503 with
+// Retry-After: load shedding, docs/deployment.md): say so rather than nothing happening. It did
+// nothing; the next request that is answered hides the note.
+(function () {
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    var note = document.getElementById("busy-note");
+    if (note && xhr && xhr.status === 503 && xhr.getResponseHeader("Retry-After")) {
+      note.hidden = false;
+    }
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var note = document.getElementById("busy-note");
+    if (note && event.detail.successful) { note.hidden = true; }
+  });
+})();

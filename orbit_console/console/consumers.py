@@ -29,7 +29,6 @@ from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
 from orbit_console.client import OutcomeUnknown
-from orbit_console.console.middleware import reader_of
 from orbit_console.decisions.batches import (
     awaiting_approval,
     batch_group,
@@ -46,6 +45,7 @@ from orbit_console.lib.live import (
     signed_in_or_close,
     task_group,
 )
+from orbit_console.lib.readers import reader_of
 from orbit_console.lib.rechecked import Rechecked
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.people.access import can_read_task

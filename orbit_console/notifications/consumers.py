@@ -13,8 +13,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
+from django.utils import translation
 
 from orbit_console.lib.live import join_or_close, signed_in_or_close
+from orbit_console.lib.readers import reader_of
 from orbit_console.lib.rechecked import Rechecked
 from orbit_console.notifications.outbox import person_group
 from orbit_console.notifications.selectors import unread_count
@@ -24,6 +26,7 @@ from orbit_console.people.person import person_now
 class NotificationsConsumer(Rechecked, AsyncWebsocketConsumer):
     group = ""
     user: Any
+    language = ""
 
     def recheck_seconds(self) -> float:
         return float(settings.CONSOLE_ACCESS_SECONDS)
@@ -36,6 +39,7 @@ class NotificationsConsumer(Rechecked, AsyncWebsocketConsumer):
         if user is None:
             return
         self.user = user
+        self.language, _zone = reader_of(self.scope)  # the count is said in the page's language
         group = person_group(user.pk)
         if not await join_or_close(self, group):
             return
@@ -62,5 +66,6 @@ class NotificationsConsumer(Rechecked, AsyncWebsocketConsumer):
 
     async def _send_count(self) -> None:
         count = await database_sync_to_async(unread_count)(self.user.pk)
-        html = render_to_string("notifications/partials/count.html", {"unread": count})
+        with translation.override(self.language):
+            html = render_to_string("notifications/partials/count.html", {"unread": count})
         await self.send(text_data=html)

@@ -17,7 +17,6 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from orbit_console.console.middleware import reader_of
 from orbit_console.lib.ids import is_id
 from orbit_console.lib.live import (
     CLOSE_FORBIDDEN,
@@ -25,6 +24,7 @@ from orbit_console.lib.live import (
     signed_in_or_close,
     task_group,
 )
+from orbit_console.lib.readers import reader_of
 from orbit_console.lib.rechecked import Rechecked
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.people.models import OrbitCredential

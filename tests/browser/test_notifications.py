@@ -20,6 +20,7 @@ from tests.browser.conftest import (
 from tests.browser.test_approvals import propose_review_in_browser
 from tests.support.people import TestPerson
 from tests.support.servers import DaphneServer
+from tests.support.worlds import new_task
 
 pytestmark = pytest.mark.browser
 
@@ -109,3 +110,24 @@ def test_the_wizard_shows_the_namespaces_evidence_example_and_checks_it(
         expect(link).to_have_attribute("href", "https://tracker.example.com/browse/INC-77")
     finally:
         evidence_policy_clear(namespace_id=namespace)
+
+
+def test_the_live_count_speaks_the_pages_language(
+    page: Page,
+    other_page: Any,
+    notify_console: DaphneServer,
+    crew: dict[str, TestPerson],
+    world: dict[str, Any],
+) -> None:
+    """The count the socket pushes is said in the reader's language, as the page around it (it
+    came in English on a 简体中文 page)."""
+    supervisor: Page = other_page()
+    sign_in(supervisor, notify_console, crew["supervisor"])
+    supervisor.select_option("#language-select", "zh-hans")  # sends itself
+    expect(supervisor.locator("html")).to_have_attribute("lang", "zh-hans")
+    count = supervisor.locator("#notify-count")
+    expect(count).to_have_text("0 条未读")
+
+    sign_in(page, notify_console, crew["operator"])
+    propose_review_in_browser(page, notify_console, new_task(world, "needs_review"))
+    expect(count).to_have_text("1 条未读")

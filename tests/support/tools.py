@@ -1,5 +1,5 @@
-"""Finding the system tools the deployment tests run: ``kubectl`` (its ``kustomize``) and
-``promtool``.
+"""Finding the system tools the deployment tests run: ``kubectl`` (its ``kustomize``),
+``promtool`` and ``yamllint``.
 
 As with Chromium (``tests/support/chromium.py``): the README's ``uv run pytest`` must pass on a
 machine with Python and uv only, so off CI a missing tool skips the tests that need it, and the
@@ -20,6 +20,7 @@ HOW_TO_GET = {
     "kubectl": "install kubectl 1.27 or later, whose kustomize (v5) renders components "
     "(Debian: 'apt-get install kubernetes-client', where its version is recent enough)",
     "promtool": "install promtool (Debian: 'apt-get install prometheus')",
+    "yamllint": "install yamllint (Debian: 'apt-get install yamllint')",
 }
 # The oldest kustomize that renders deploy/kubernetes (components, labels, patches by target).
 KUSTOMIZE_MAJOR = 5

@@ -1,6 +1,6 @@
 """Drill 4 (issue 34), database switchover: a MariaDB primary with a replica on this machine
-(two ``mariadbd`` of the drill's own, real GTID replication: ``mariadb_pair.py``), the primary
-stopped mid-load and the replica promoted, the console's database host moved to it.
+(two ``mariadbd`` of the drill's own, real GTID replication: ``tests/support/mariadb_pair.py``),
+the primary stopped mid-load and the replica promoted, the console's database host moved to it.
 
     uv run python bench/drills/switchover.py [--people 3] [--soak 15] [--hold 5] [--crash]
 
@@ -40,7 +40,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, Load, drill_database, settle, stage
-from mariadb_pair import pair, promote, relay_applied, replica_caught_up
+
+from tests.support.mariadb_pair import pair, promote, relay_applied, replica_caught_up
 
 
 class ObservedLoad(Load):

@@ -1,13 +1,21 @@
-"""Two ``mariadbd`` of the drill's own on this machine (drill 4, issue 34): a primary with its
-binary log and a replica that replicates it (GTID), each with its own ``--datadir``, ``--port``,
-``--socket`` and ``--server-id``, under ``var/bench/drill-switchover/``. Root is reached over
-TCP from 127.0.0.1 without a password (a throwaway pair, bound to 127.0.0.1 only)."""
+"""Two ``mariadbd`` of our own on this machine, for the database switchover (issue 34): a
+primary with its binary log and a replica that replicates it (GTID), each with its own
+``--datadir``, ``--port``, ``--socket`` and ``--server-id`` under a base directory (the drill's
+``var/bench/drill-switchover/``, the suite's a temporary one). Root is reached over TCP from
+127.0.0.1 without a password (a throwaway pair, bound to 127.0.0.1 only).
+
+Used by the drill (``bench/drills/switchover.py``) and by its fast subset in the suite
+(``tests/ops/test_switchover.py``), which asks for a pair that does not flush to disk at every
+commit (``durable=False``): a planned switchover waits for the replica by GTID, so nothing it
+checks depends on what a crash of this machine would keep."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +28,7 @@ class Server:
     port: int
     server_id: int
     primary: bool
+    durable: bool = True
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -45,9 +54,10 @@ class Server:
             f"--port={self.port}", f"--socket={self.socket}", "--bind-address=127.0.0.1",
             f"--server-id={self.server_id}", f"--pid-file={self.base / self.name / 'pid'}",
             f"--log-error={self.base / self.name / 'error.log'}", "--skip-name-resolve",
-            "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=1",
+            "--innodb-buffer-pool-size=64M",
+            f"--innodb-flush-log-at-trx-commit={1 if self.durable else 2}",
             "--log-bin=binlog", "--binlog-format=ROW", "--log-slave-updates=1",
-            "--sync-binlog=1", "--gtid-strict-mode=1",
+            f"--sync-binlog={1 if self.durable else 0}", "--gtid-strict-mode=1",
             "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin",
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -60,8 +70,11 @@ class Server:
             time.sleep(0.3)
         raise SystemExit(f"{self.name}: mariadbd did not answer within 60 s")
 
-    def sql(self, statement: str, *, socket: bool = False) -> list[tuple[Any, ...]] | None:
-        """Run ``statement`` as root; its rows (None if the server does not answer)."""
+    def sql(
+        self, statement: str, args: tuple[Any, ...] | None = None, *, socket: bool = False
+    ) -> list[tuple[Any, ...]] | None:
+        """Run ``statement`` (with ``args`` for its ``%s``) as root; its rows (None if the
+        server does not answer)."""
         import MySQLdb
 
         options: dict[str, Any] = {"host": "127.0.0.1", "port": self.port}
@@ -73,7 +86,7 @@ class Server:
             return None
         try:
             cursor = connection.cursor()
-            cursor.execute(statement)
+            cursor.execute(statement, args)
             rows = list(cursor.fetchall()) if cursor.description else []
             connection.commit()
             return rows
@@ -97,22 +110,41 @@ class Server:
                 self.process.wait()
 
 
-def pair(base: Path, primary_port: int, replica_port: int) -> tuple[Server, Server]:
+def pair(
+    base: Path, primary_port: int, replica_port: int, *, durable: bool = True
+) -> tuple[Server, Server]:
     """Install and start the primary and the replica, replicating (GTID, from the start)."""
     base = base.resolve()
-    primary = Server("primary", base, primary_port, 1, True)
-    replica = Server("replica", base, replica_port, 2, False)
-    for server in (primary, replica):
-        server.install()
+    primary = Server("primary", base, primary_port, 1, True, durable)
+    replica = Server("replica", base, replica_port, 2, False, durable)
+    _both(Server.install, primary, replica)
     try:
-        for server in (primary, replica):
-            server.start()
+        _both(Server.start, primary, replica)
         _replicate(primary, replica)
     except BaseException:
         primary.stop()
         replica.stop()
         raise
     return primary, replica
+
+
+def _both(step: Callable[[Server], None], *servers: Server) -> None:
+    """``step`` on each server at once (installing and starting are seconds of waiting each)."""
+    failures: list[BaseException] = []
+
+    def run(server: Server) -> None:
+        try:
+            step(server)
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(server,)) for server in servers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
 
 
 def _replicate(primary: Server, replica: Server) -> None:
@@ -133,7 +165,7 @@ def _replicate(primary: Server, replica: Server) -> None:
 
 def replica_caught_up(primary_gtid: str, replica: Server, timeout: float) -> bool:
     """Whether the replica applied everything up to ``primary_gtid`` within ``timeout``."""
-    rows = replica.sql(f"SELECT MASTER_GTID_WAIT('{primary_gtid}', {timeout})", socket=True)
+    rows = replica.sql("SELECT MASTER_GTID_WAIT(%s, %s)", (primary_gtid, timeout), socket=True)
     return bool(rows) and rows[0][0] == 0
 
 

@@ -137,7 +137,6 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "orbit_console.console.context_processors.person",
                 "orbit_console.console.context_processors.session",
-                "orbit_console.notifications.context_processors.notifications",
             ],
         },
     },

@@ -2,7 +2,6 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from orbit_console.console.views.session import session_state
-from orbit_console.console.waiting import waiting_count
 from orbit_console.people.person import load_person
 
 ROLE_NAMES = {"operator": _("Operator"), "supervisor": _("Supervisor"), "auditor": _("Auditor")}
@@ -15,10 +14,12 @@ def person(request: HttpRequest) -> dict[str, object]:
     if current is None and hasattr(request, "user"):
         current = load_person(request.user)
     if current is None:
-        return {"person": None, "person_roles": "", "waiting_count": None}
+        return {"person": None, "person_roles": ""}
     roles = ", ".join(str(ROLE_NAMES[role]) for role in sorted(current.roles) if role in ROLE_NAMES)
-    # What waits for a supervisor's approval, in the navigation (issue 30): two counts.
-    return {"person": current, "person_roles": roles, "waiting_count": waiting_count(current)}
+    # The counts of the navigation (what waits for approval, what is unread) are not here:
+    # every template rendered with a request, each htmx fragment too, would count them. The
+    # header counts them where it renders ({% nav_waiting %}, {% unread_count %}).
+    return {"person": current, "person_roles": roles}
 
 
 def session(request: HttpRequest) -> dict[str, object]:

@@ -3,7 +3,9 @@
 
 from typing import Any
 
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from orbit_console.notifications import webhooks
 from orbit_console.notifications.models import Preference, Recipient, WebhookMessage
@@ -34,6 +36,29 @@ def test_the_list_shows_the_notification_in_the_persons_language_and_marks_it_re
     client.post("/notifications/read")
     assert unread_count(supervisor.pk) == 0
     assert Recipient.objects.get(user=supervisor).read_at is not None
+
+
+def test_the_headers_counts_are_made_where_the_header_renders_not_for_every_fragment(
+    namespace: str,
+) -> None:
+    """The page header says what is unread and what waits for approval; a fragment that has no
+    header (here the one a supervisor's page asks for whenever an approval moves) does not pay
+    for the header's counts. They were counted for every template rendered with a request."""
+    supervisor = person(namespace, "supervisor")
+    propose(person(namespace, "operator"), namespace)
+    client = client_of(supervisor)
+    page = client.get("/notifications").content.decode()
+    assert "1 unread" in page
+    assert 'id="nav-waiting"' in page and 'data-count="1"' in page
+
+    with CaptureQueriesContext(connection) as fragment:
+        answer = client.get("/approvals/waiting", headers={"HX-Request": "true"})
+    assert answer.status_code == 200
+    assert 'data-count="1"' in answer.content.decode()
+    queries = [query["sql"] for query in fragment.captured_queries]
+    assert not [sql for sql in queries if Recipient._meta.db_table in sql]
+    proposal_counts = [sql for sql in queries if "COUNT(" in sql and "console_proposal" in sql]
+    assert len(proposal_counts) == 1, proposal_counts
 
 
 def test_a_person_turns_email_off_for_a_kind_and_chooses_a_language(namespace: str) -> None:

@@ -12,6 +12,7 @@ from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext as _
 
 from orbit_console.console import explorer
+from orbit_console.console.waiting import waiting_count
 from orbit_console.lib import notes, strictjson
 from orbit_console.lib.rfc3339 import format_utc
 
@@ -152,3 +153,10 @@ def row_marks(marks: Any, task_id: str) -> dict[str, Any]:
     if marks is None:
         return {}
     return {"pending": task_id in marks.pending, "retried": marks.retried.get(task_id)}
+
+
+@register.inclusion_tag("console/partials/nav_waiting.html", takes_context=True)
+def nav_waiting(context: template.Context) -> dict[str, Any]:
+    """What waits for the signed-in supervisor's approval, beside "Approvals" in the page
+    header (issue 30): counted only where the header renders, not for every fragment."""
+    return {"waiting_count": waiting_count(context.get("person"))}

@@ -658,6 +658,23 @@ def test_wizard_for_an_unavailable_action_says_why(
         assert 'name="pin"' not in page.text
 
 
+def test_a_workflow_task_in_review_is_left_to_its_workflows_controller_I5_RV2(
+    operator: Console, world: dict[str, Any]
+) -> None:
+    """I5: a workflow's NEEDS_REVIEW task is recovered in the workflow's order (instance, step,
+    tasks and evidence read; one decision; ContinueWorkflow, then Resume) by its controller, not
+    by a review of the task alone (RV2 refuses one). The console lists and shows the task, says
+    who recovers it, and offers no wizard that could send a review."""
+    task_id = world["tasks"]["needs_review_workflow"]
+    page = operator.get(f"/tasks/{task_id}")
+    assert page.status_code == 200
+    assert "The task belongs to a workflow; its controller must recover it." in text_of(page.text)
+    assert f'href="/tasks/{task_id}/review"' not in page.text
+    wizard = operator.get(f"/tasks/{task_id}/review")
+    assert wizard.status_code == 409 and 'name="pin"' not in wizard.text
+    assert not Submission.objects.filter(task_id=task_id).exists()
+
+
 def person_without_credential(role: str) -> TestPerson:
     username = f"nocred-{role}-{secrets.token_hex(4)}"
     password = "a-long-password-for-tests"

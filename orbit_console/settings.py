@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "orbit_console.console",
     "orbit_console.timeline",
     "orbit_console.notifications",
+    "orbit_console.keys",
 ]
 
 MIDDLEWARE = [

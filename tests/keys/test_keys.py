@@ -21,8 +21,8 @@ from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from orbit_console.asgi import application
-from orbit_console.console import keyuse
 from orbit_console.console.consumers import rows_token
+from orbit_console.keys import usage
 from orbit_console.lib import secretbox
 from orbit_console.lib.secretbox import seal, unseal
 from orbit_console.people.models import OrbitCredential
@@ -119,7 +119,7 @@ def test_a_session_signed_under_the_old_secret_key_stays_signed_in_and_moves_to_
     browser = Client()
     browser.force_login(user)
     settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = NEW_SECRET, [OLD_SECRET]
-    old_id = keyuse.secret_key_id(OLD_SECRET)
+    old_id = usage.secret_key_id(OLD_SECRET)
 
     assert keyuse_needed(old_id) == 1
     page = browser.get("/")
@@ -131,9 +131,7 @@ def test_a_session_signed_under_the_old_secret_key_stays_signed_in_and_moves_to_
 
 def keyuse_needed(key_id: str) -> int:
     return sum(
-        use.needed_by.get("live sessions", 0)
-        for use in keyuse.secret_keys()
-        if use.key_id == key_id
+        use.needed_by.get("live sessions", 0) for use in usage.secret_keys() if use.key_id == key_id
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from orbit_console.console.keyuse import UNREADABLE, reseal_all, retire_report
+from orbit_console.keys.usage import UNREADABLE, reseal_all, retire_report
 
 
 class Command(BaseCommand):

@@ -11,7 +11,6 @@ under load: ``bench/drills/rotation.py``."""
 import io
 import json
 import secrets
-import threading
 from collections.abc import Iterator
 from contextlib import redirect_stdout, suppress
 from typing import Any
@@ -27,6 +26,7 @@ from orbit_console.lib import secretbox
 from tests.console.web import Console, review_values, wizard_submit, wizard_to_confirm
 from tests.support.people import make_person
 from tests.support.servers import DaphneServer
+from tests.support.threads import at_once
 
 SIGNED_OUT = "/signin"
 
@@ -37,25 +37,6 @@ def old_token_key(settings: SettingsWrapper) -> Iterator[str]:
     key = Fernet.generate_key().decode()
     settings.ORBIT_TOKEN_KEYS = [key]
     yield key
-
-
-def start_all(*servers: DaphneServer) -> None:
-    """Start the servers at once (each takes seconds of CPU to come up)."""
-    failures: list[BaseException] = []
-
-    def start(server: DaphneServer) -> None:
-        try:
-            server.start()
-        except BaseException as error:
-            failures.append(error)
-
-    threads = [threading.Thread(target=start, args=(server,)) for server in servers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
 
 
 def signed_in_on(console: Console, url: str, path: str) -> bool:
@@ -91,7 +72,7 @@ def test_mid_rotation_two_replicas_with_different_keys_keep_people_signed_in_and
     operator = make_person(world, "operator")
     task_id = world["tasks"]["needs_review"]
     try:
-        start_all(accepting, using)
+        at_once(DaphneServer.start, [accepting, using])
         with Console(using.url) as console:
             console.sign_in(operator)  # signed in under the new SECRET_KEY
             console.http.base_url = accepting.url  # the wizard on the replica of the old one

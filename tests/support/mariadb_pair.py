@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.threads import at_once
 
 
 @dataclass
@@ -42,11 +42,13 @@ class Server:
     def install(self) -> None:
         shutil.rmtree(self.base / self.name, ignore_errors=True)
         self.datadir.mkdir(parents=True)
-        subprocess.run(
+        done = subprocess.run(
             ["mariadb-install-db", "--no-defaults", f"--datadir={self.datadir}", "--user=root",
              "--auth-root-authentication-method=normal", "--skip-test-db"],
-            check=True, capture_output=True,
+            check=False, capture_output=True, text=True,
         )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.name}: mariadb-install-db: {done.stdout}{done.stderr}")
 
     def start(self) -> None:
         args = [
@@ -117,34 +119,16 @@ def pair(
     base = base.resolve()
     primary = Server("primary", base, primary_port, 1, True, durable)
     replica = Server("replica", base, replica_port, 2, False, durable)
-    _both(Server.install, primary, replica)
+    for server in (primary, replica):  # one at a time: once, two at once, one failed
+        server.install()
     try:
-        _both(Server.start, primary, replica)
+        at_once(Server.start, [primary, replica])
         _replicate(primary, replica)
     except BaseException:
         primary.stop()
         replica.stop()
         raise
     return primary, replica
-
-
-def _both(step: Callable[[Server], None], *servers: Server) -> None:
-    """``step`` on each server at once (installing and starting are seconds of waiting each)."""
-    failures: list[BaseException] = []
-
-    def run(server: Server) -> None:
-        try:
-            step(server)
-        except BaseException as error:
-            failures.append(error)
-
-    threads = [threading.Thread(target=run, args=(server,)) for server in servers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
 
 
 def _replicate(primary: Server, replica: Server) -> None:

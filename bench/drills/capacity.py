@@ -52,7 +52,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, Decision, drill_database, drop_drill_database, run_manage, settle
+from common import (
+    ROOT,
+    Decision,
+    drill_database,
+    drop_drill_database,
+    migrate_and_seed,
+    settle,
+)
 
 QUIET_PEOPLE = 3
 QUIET_PAUSE_S = 0.2
@@ -316,7 +323,7 @@ def stored_more_than_once(decisions: list[Decision]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from support import BENCH_DIR, loadavg, machine, setup_django
+    from support import BENCH_DIR, loadavg, machine
 
     from bench.faults import RIG_ENV, Rig, create_rig_user, drop_rig_user, make_operator
 
@@ -331,13 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "METRICS_TOKEN": metrics_token,
         }
     )
-    base = {"DATABASE_URL": database_url}
-    code, out = run_manage(base, "migrate", "--verbosity", "0")
-    assert code == 0, out
-    code, out = run_manage(base, "orbit", "seed")
-    assert code == 0, out
-    seeded = json.loads(out)
-    setup_django(database_url)
+    seeded = migrate_and_seed(database_url)
     from django.db import connections
 
     rig_password = secrets.token_urlsafe(16)

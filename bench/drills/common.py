@@ -61,22 +61,32 @@ class Stage:
     replicas: Replicas
 
 
-def stage(database_url: str, redis_url: str, *, people: int, name: str) -> Stage:
-    """Migrate and seed the drill's database, make ``people`` operators (``name-N``) and the
-    rig's database user, as every drill starts."""
+def migrate_and_seed(database_url: str) -> dict[str, Any]:
+    """Migrate the drill's database, seed it (``orbit seed``: its namespace, queue and tasks)
+    and set this process's Django up on it; what was seeded."""
     import json
-    import secrets
 
-    from support import BENCH_DIR, setup_django
-
-    from bench.faults import create_rig_user, make_operator
+    from support import setup_django
 
     base = {"DATABASE_URL": database_url}
     for command in (("migrate", "--verbosity", "0"), ("orbit", "seed")):
         code, out = run_manage(base, *command)
         assert code == 0, out
-    seeded = json.loads(out)
     setup_django(database_url)
+    seeded: dict[str, Any] = json.loads(out)
+    return seeded
+
+
+def stage(database_url: str, redis_url: str, *, people: int, name: str) -> Stage:
+    """Migrate and seed the drill's database, make ``people`` operators (``name-N``) and the
+    rig's database user, as every drill starts."""
+    import secrets
+
+    from support import BENCH_DIR
+
+    from bench.faults import create_rig_user, make_operator
+
+    seeded = migrate_and_seed(database_url)
     from django.db import connections
 
     rig_password = secrets.token_urlsafe(16)

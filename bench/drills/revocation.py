@@ -37,7 +37,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, Replicas, drill_database, drop_drill_database, run_manage
+from common import (
+    ROOT,
+    Replicas,
+    drill_database,
+    drop_drill_database,
+    migrate_and_seed,
+)
 
 WAIT_S = 40.0  # the longest the drill waits for one path to be refused
 
@@ -189,20 +195,14 @@ def at_once(**calls: Callable[[], dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from support import BENCH_DIR, loadavg, machine, setup_django
+    from support import BENCH_DIR, loadavg, machine
 
     from bench.faults import RIG_ENV, Rig, create_rig_user, drop_rig_user, fresh_task, make_operator
 
     os.environ.update(RIG_ENV)
     os.environ["CONSOLE_PENDING_GRACE_SECONDS"] = "1"
     database_url = drill_database(args.database_url)
-    base = {"DATABASE_URL": database_url}
-    code, out = run_manage(base, "migrate", "--verbosity", "0")
-    assert code == 0, out
-    code, out = run_manage(base, "orbit", "seed")
-    assert code == 0, out
-    seeded = json.loads(out)
-    setup_django(database_url)
+    seeded = migrate_and_seed(database_url)
     from django.db import connections
 
     from tests.console.web import Console

@@ -1,6 +1,7 @@
 """``manage.py serve`` (issue 12): one replica's whole serving shape on one address — workers
 (uvicorn, or daphne) on sockets of their own, a worker that dies started again, SIGTERM stops
-everything — and several workers only where they share a channel layer."""
+everything — and several workers only where they share a channel layer. Workers, and every
+supervised child, end with their supervisor however it ends (issue 41)."""
 
 import os
 import signal
@@ -30,6 +31,23 @@ def children_of(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return sorted(found)
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie nobody reaped yet has ended too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def ended_within(pids: list[int], seconds: float) -> float:
+    """Wait until every one of ``pids`` has ended; how long it took (fails after ``seconds``)."""
+    began = time.monotonic()
+    while not all(gone(pid) for pid in pids):
+        assert time.monotonic() - began < seconds, f"{pids} still running after {seconds} s"
+        time.sleep(0.05)
+    return time.monotonic() - began
 
 
 def workers_of(pid: int, count: int, timeout: float = 60) -> list[int]:
@@ -87,6 +105,63 @@ def test_serve_answers_starts_a_dead_worker_again_and_stops_on_sigterm(
     assert not any(Path(f"/proc/{pid}").exists() for pid in current)
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{base_url}/health/live", timeout=2)
+
+
+def test_a_worker_ends_with_a_serve_that_was_killed_and_frees_the_port(live_db: None) -> None:
+    """``kill -9`` of ``manage.py serve``: its worker, in a process group of its own, used to
+    go on answering on the port with nobody to stop it. Its lifeline to the supervisor breaks
+    with the supervisor's death: it stops as on SIGTERM, and the port refuses connections."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        cwd=settings.BASE_DIR,
+        env=child_env(ORBIT_SERVER="uvicorn"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_live(base_url, process)
+        worker = workers_of(process.pid, 1)
+    finally:
+        process.kill()
+        process.wait()
+    # SIGTERM's grace (5 s) is within the supervisor's stop timeout (10 s).
+    ended_within(worker, 20)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{base_url}/health/live", timeout=2)
+
+
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+    " print('up', flush=True); time.sleep(600)"
+)
+SUPERVISE_STUBBORN = (
+    "import sys; from orbit_console.ops.supervisor import Child, Supervisor;"
+    " shell = [sys.executable, 'manage.py', 'shell', '--no-imports', '-c', sys.argv[1]];"
+    " Supervisor([Child('loop', shell)], stop_timeout=1).run()"
+)
+
+
+def test_a_supervised_command_that_ignores_sigterm_ends_after_its_grace(live_db: None) -> None:
+    """Any ``manage.py`` child of a supervisor (the demo's loops, ``serve`` itself under the
+    demo) takes up its lifeline; one that does not stop on SIGTERM (a request or a round that
+    never returns) ends anyway, ``stop_timeout`` seconds after its supervisor was killed."""
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISE_STUBBORN, STUBBORN],
+        cwd=settings.BASE_DIR,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert supervisor.stdout is not None
+        assert supervisor.stdout.readline() == b"up\n"
+        [child] = children_of(supervisor.pid)
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    took = ended_within([child], 15)
+    assert took >= 0.5  # it ignored the SIGTERM and waited for its grace (1 s)
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="several workers share Redis")

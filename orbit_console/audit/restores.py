@@ -71,7 +71,7 @@ def declare(*, reason: str, to: int | None = None, taken_at: datetime | None = N
     else:
         found = next((c for c in in_effect if c.number == to), None)
         if found is None:
-            raise CheckpointError(f"checkpoint {to} is {_not_in_effect(reading, to)}")
+            raise CheckpointError(f"checkpoint {to} is {_not_in_effect(reading, to, newest)}")
         held = found
     if held.number == newest.number:
         raise CheckpointError(
@@ -108,7 +108,7 @@ def declare(*, reason: str, to: int | None = None, taken_at: datetime | None = N
     return Declared(written, held, rewound)
 
 
-def _not_in_effect(reading: Reading, number: int | None) -> str:
+def _not_in_effect(reading: Reading, number: int | None, newest: Checkpoint) -> str:
     """Why checkpoint ``number`` cannot be the one a backup holds."""
     by = next((n for n, aside in reading.set_aside.items() if number in numbers(aside)), None)
     if by is not None:
@@ -116,7 +116,7 @@ def _not_in_effect(reading: Reading, number: int | None) -> str:
             f"set aside by the declared restore of checkpoint {by}: a backup holding it holds "
             "what that restore rewound"
         )
-    return "not one of this series (its numbers run from 1 to the newest in the folder)"
+    return f"not one of this series (checkpoints 1 to {newest.number})"
 
 
 def describe(declaration: Checkpoint, reading: Reading) -> str:

@@ -47,14 +47,14 @@ def account(name: str) -> User:
 def handle(command: BaseCommand, options: dict[str, Any]) -> None:
     names: list[str] = options["names"]
     by = "manage.py console link"
+    if (options["same_as"] or options["apart"]) and not options["held"]:
+        raise CommandError("--same-as and --apart decide a held sign-in: add --held ID")
     chosen = [bool(names), bool(options["unlink"]), bool(options["held"]), options["list"]]
     if sum(chosen) != 1:
         raise CommandError(
             "say one thing: NAME NAME, --unlink NAME, --held ID (--same-as NAME | --apart) "
             "or --list"
         )
-    if (options["same_as"] or options["apart"]) and not options["held"]:
-        raise CommandError("--same-as and --apart decide a held sign-in: add --held ID")
     try:
         if options["list"]:
             _list(command)

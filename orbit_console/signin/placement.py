@@ -17,6 +17,7 @@ Whatever happens, a company account's name is one of its own: no account's name 
 """
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,14 +49,16 @@ def email_verified(claims: dict[str, Any]) -> bool:
 
 def wanted_name(claims: dict[str, Any]) -> str:
     """The name a company person asks for: ``preferred_username``, else the address, else
-    ``sub``; made of letters, digits and ``.@+-_`` (anything else, invisible characters
-    included, becomes ``-``)."""
+    ``sub``; NFKC-normalised as Django stores user names (a full-width name checked as typed
+    and stored folded collided with the name it folds to), made of letters, digits and
+    ``.@+-_`` (anything else, invisible characters included, becomes ``-``)."""
     wanted = (
         claim_text(claims, "preferred_username")
         or claim_text(claims, "email")
         or str(claims["sub"])[:MAX_CLAIM]
     )
-    return _NOT_IN_NAMES.sub("-", wanted)[:MAX_NAME] or "person"
+    folded = unicodedata.normalize("NFKC", wanted)
+    return _NOT_IN_NAMES.sub("-", folded)[:MAX_NAME] or "person"
 
 
 def place(claims: dict[str, Any]) -> Placement:

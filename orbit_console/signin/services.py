@@ -90,22 +90,17 @@ def _company_account(*, issuer: str, claims: dict[str, Any]) -> OidcIdentity:
 
 def _hold(*, issuer: str, claims: dict[str, Any], matches: tuple[User, ...]) -> HeldSignin:
     now = timezone.now()
+    said = {
+        "name": wanted_name(claims),
+        "email": claim_text(claims, "email")[:254],
+        "email_verified": email_verified(claims),
+        "seen_at": now,
+    }
     held, _created = HeldSignin.objects.update_or_create(
         issuer=issuer,
         subject=str(claims["sub"]),
-        defaults={
-            "name": wanted_name(claims),
-            "email": claim_text(claims, "email")[:254],
-            "email_verified": email_verified(claims),
-            "seen_at": now,
-        },
-        create_defaults={
-            "name": wanted_name(claims),
-            "email": claim_text(claims, "email")[:254],
-            "email_verified": email_verified(claims),
-            "seen_at": now,
-            "created_at": now,
-        },
+        defaults=said,
+        create_defaults={**said, "created_at": now},
     )
     held.matches.set(matches)
     return held

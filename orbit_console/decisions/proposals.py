@@ -27,7 +27,7 @@ from orbit_console.decisions.submissions import (
 from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import publish_on_commit
-from orbit_console.people.accounts import accounts_of
+from orbit_console.people.accounts import accounts_of, shown_name
 from orbit_console.people.person import SUPERVISOR, Person
 
 APPROVALS_GROUP = "console.approvals"
@@ -251,7 +251,7 @@ def _locked_pending(proposal_id: str) -> Proposal:
             )
         raise ProposalRefused(
             _("This proposal was already decided by %(who)s: %(state)s.")
-            % {"state": state, "who": proposal.decided_by.get_username()}
+            % {"state": state, "who": shown_name(proposal.decided_by)}
         )
     return proposal
 

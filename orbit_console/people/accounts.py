@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -29,8 +30,9 @@ class LinkRefused(Exception):
 
 def accounts_of(user_id: int) -> frozenset[int]:
     """The ids of every account of the person ``user_id`` belongs to, itself included."""
-    person = Account.objects.filter(user_id=user_id).values("person")[:1]
-    linked = Account.objects.filter(person__in=person).values_list("user_id", flat=True)
+    # "= (SELECT ... LIMIT 1)": MariaDB takes no LIMIT in an IN subquery.
+    person = Subquery(Account.objects.filter(user_id=user_id).values("person")[:1])
+    linked = Account.objects.filter(person=person).values_list("user_id", flat=True)
     return frozenset({user_id, *linked})
 
 

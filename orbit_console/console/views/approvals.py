@@ -42,7 +42,7 @@ from orbit_console.decisions.proposals import (
 from orbit_console.decisions.submissions import submission_send
 from orbit_console.lib.ids import is_id
 from orbit_console.people.access import can_read_task, require_task_access, require_task_read
-from orbit_console.people.accounts import accounts_of, mark_company
+from orbit_console.people.accounts import accounts_of, mark_company, shown_name
 from orbit_console.people.person import SUPERVISOR, Person
 
 RECENT = 20
@@ -377,13 +377,15 @@ async def _field_error(request: HttpRequest, proposal_id: str) -> dict[str, str]
 async def _tell_next_waiting(request: HttpRequest, person: Person, decided: str) -> None:
     """After deciding a proposal, the supervisor is told which one waits next (issue 30)."""
     following = await sync_to_async(next_waiting)(person, after=decided)
+    if following is not None:  # read here: naming a person may ask the database
+        await sync_to_async(mark_company)([following.proposed_by])
     if following is None:
         messages.info(request, _("Next waiting: none left — no other proposal waits for you."))
         return
     label = _("%(action)s of %(task)s, proposed by %(who)s") % {
         "action": following.get_action_display(),
         "task": following.task_id[:8],
-        "who": following.proposed_by.get_username(),
+        "who": shown_name(following.proposed_by),
     }
     messages.info(
         request,

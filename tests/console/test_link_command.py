@@ -94,3 +94,38 @@ def test_console_user_refuses_a_new_name_that_looks_like_an_account(world: dict[
                 "--namespace", world["namespace_id"], stdout=StringIO(), stderr=StringIO(),
             )  # fmt: skip
         assert not User.objects.filter(username=lookalike).exists()
+
+
+@pytest.mark.django_db
+def test_an_administrator_decides_and_links_on_the_person_page() -> None:
+    """The person page (``/people/NAME``, superusers): the held sign-ins matching the account,
+    "The same person" and "Someone else", linking by name and unlinking."""
+    from django.test import Client
+
+    name = f"pia-{secrets.token_hex(3)}"
+    held = held_sign_in(name)
+    admin = User.objects.create_superuser(f"admin-{name}", password="an administrator's")
+    browser = Client()
+    browser.force_login(admin)
+    page = browser.get(f"/people/{name}").content.decode()
+    assert f'id="held-{held.id}"' in page and "none: a person of its own" in page
+    assert browser.post(f"/people/{name}/held/{name}", {"decision": "same"}).status_code == 404
+    assert browser.post(f"/people/{name}/held/{held.id}", {"decision": "?"}).status_code == 404
+    done = browser.post(f"/people/{name}/held/{held.id}", {"decision": "same"}, follow=True)
+    made = OidcIdentity.objects.get(subject=f"sub-{name}").user
+    assert f"Made {made.username}" in done.content.decode()
+    assert accounts_of(made.pk) == {made.pk, User.objects.get(username=name).pk}
+    page = browser.get(f"/people/{name}").content.decode()
+    assert f'href="/people/{made.username}">{made.username} <span class="flag company"' in page
+
+    other = User.objects.create_user(f"otto-{name}")
+    wrong = browser.post(f"/people/{other.username}/link", {"other": name.upper()}, follow=True)
+    assert "No account has that name, exactly." in wrong.content.decode()
+    browser.post(f"/people/{other.username}/link", {"other": name})
+    assert other.pk in accounts_of(made.pk)
+    browser.post(f"/people/{other.username}/link", {"unlink": "1"})
+    assert accounts_of(other.pk) == {other.pk}
+    # Nobody else may.
+    someone = Client()
+    someone.force_login(other)
+    assert someone.post(f"/people/{name}/link", {"unlink": "1"}).status_code == 403

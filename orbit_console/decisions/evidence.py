@@ -2,8 +2,10 @@
 makes (docs/notifications.md, "Evidence that links")."""
 
 import re
+from collections.abc import Collection
 from urllib.parse import quote, urlsplit
 
+from django.db import transaction
 from django.utils import timezone
 
 from orbit_console.decisions.models import EvidencePolicy
@@ -47,11 +49,18 @@ def evidence_link(namespace_id: str, reference: str) -> str:
     return link_for(policy, reference) if policy is not None else ""
 
 
+@transaction.atomic
 def evidence_policy_set(
-    *, namespace_id: str, pattern: str, example: str, link_template: str = ""
+    *,
+    namespace_id: str,
+    pattern: str,
+    example: str,
+    link_template: str = "",
+    replacing: Collection[str] = (),
 ) -> EvidencePolicy:
     """Set the namespace's policy: the pattern must compile and the example match it, and a
-    link template must make an http(s) link of the example."""
+    link template must make an http(s) link of the example. ``replacing``: keys the same
+    policy was stored under by mistake (the namespace's name, issue 41), removed with it."""
     try:
         re.compile(pattern)
     except re.error as error:
@@ -67,6 +76,7 @@ def evidence_policy_set(
         raise PolicyRefused("the example does not match the pattern")
     if link_template and not link_for(policy, example):
         raise PolicyRefused("the link template makes no http(s) link of the example")
+    EvidencePolicy.objects.filter(namespace_id__in=set(replacing) - {namespace_id}).delete()
     saved, _ = EvidencePolicy.objects.update_or_create(
         namespace_id=namespace_id,
         defaults={
@@ -79,5 +89,8 @@ def evidence_policy_set(
     return saved
 
 
-def evidence_policy_clear(*, namespace_id: str) -> None:
-    EvidencePolicy.objects.filter(namespace_id=namespace_id).delete()
+def evidence_policy_clear(*, namespace_id: str, replacing: Collection[str] = ()) -> int:
+    """Remove the namespace's policy and any stored under the keys ``replacing``; how many."""
+    keys = {namespace_id, *replacing}
+    deleted, _ = EvidencePolicy.objects.filter(namespace_id__in=keys).delete()
+    return deleted

@@ -25,11 +25,19 @@ from orbit_console.decisions.evidence import (
     policy_for,
 )
 from orbit_console.decisions.proposals import proposal_create
+from orbit_console.ledger.lifecycle import namespace_create
+from orbit_console.lib.ids import new_id
 from orbit_console.notifications.models import Notification
 from orbit_console.notifications.payloads import plain
 from tests.notifications.conftest import person
 
 TRACKER = "https://tracker.example.com/browse/INC-{1}"
+
+
+@pytest.fixture
+def namespace(live_db: None) -> str:
+    """A namespace of the embedded ledger: ``manage.py evidence`` takes no other (issue 41)."""
+    return namespace_create(name=f"evidence {new_id()}")[0].id
 
 
 def decide(evidence: str, namespace: str) -> ReviewDecideForm:

@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from orbit_console.decisions.evidence import (
     PolicyRefused,
+    compiled,
     evidence_policy_clear,
     evidence_policy_set,
 )
@@ -26,6 +27,7 @@ from orbit_console.lib.namespaces import NamespaceNotFound, Namespaces
 from orbit_console.people.namespaces import known_namespaces
 
 UNKNOWN = "UNKNOWN NAMESPACE: checks nothing; set it again by the namespace's id or name, or clear"
+UNCHECKED = "NOT CHECKED: RE2 cannot match this pattern; set it again"
 
 
 class Command(BaseCommand):
@@ -77,10 +79,12 @@ class Command(BaseCommand):
             self.stdout.write(f"{known.described(namespace_id)}: no policy")
 
     def _show(self, policies: Iterable[EvidencePolicy], known: Namespaces) -> int:
-        """Write each policy, marking one kept under an unknown namespace; how many."""
+        """Write each policy, marking one kept under an unknown namespace and one RE2 cannot
+        match; how many were written."""
         written = list(policies)
         for policy in written:
             marks = [UNKNOWN] * (policy.namespace_id not in known)
+            marks += [UNCHECKED] * (compiled(policy) is None)
             self.stdout.write(
                 f"{known.described(policy.namespace_id)}: pattern {policy.pattern} "
                 f"example {policy.example} link {policy.link_template or '-'}"

@@ -26,6 +26,7 @@ from orbit_console.signin.services import oidc_person_revoke, oidc_person_sync
 log = logging.getLogger(__name__)
 
 REFUSED = "refused"  # no rule admits the person
+HELD = "held"  # a first sign-in that matches an account here: an administrator decides
 FAILED = "failed"  # the exchange or a check failed
 
 
@@ -128,6 +129,10 @@ class OidcBackend(OIDCAuthenticationBackend):
             request.oidc_outcome = REFUSED
             return None
         user = oidc_person_sync(issuer=issuer, claims=claims, rule=rule)
+        if not isinstance(user, User):
+            request.oidc_outcome = HELD
+            request.oidc_held = user.id
+            return None
         request.oidc_signin = {
             "sub": str(payload["sub"]),
             "sid": str(payload.get("sid", "")),

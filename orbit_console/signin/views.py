@@ -7,25 +7,36 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth import authenticate, logout
+from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from orbit_console.lib.ids import is_id
 from orbit_console.ops.sessions import sessions_of_user
-from orbit_console.signin import provider, session
-from orbit_console.signin.backends import REFUSED
+from orbit_console.people.accounts import (
+    LinkRefused,
+    account_unlink,
+    accounts_link,
+    linked_accounts,
+    mark_company,
+)
+from orbit_console.people.models import Account
+from orbit_console.signin import confirmations, provider, session
+from orbit_console.signin.backends import HELD, REFUSED
 from orbit_console.signin.logout import LogoutTokenRefused, backchannel_logout, person_sessions_end
-from orbit_console.signin.models import OidcIdentity
+from orbit_console.signin.models import HeldSignin, OidcIdentity
+from orbit_console.signin.services import held_signin_decide
 from orbit_console.signin.stepup import STEP_UP, is_company_session, record_authentication
 
 log = logging.getLogger(__name__)
@@ -71,6 +82,12 @@ class OidcCallback(OIDCAuthenticationCallbackView):
         if outcome == REFUSED:
             context = {"provider_name": provider.display_name()}
             return render(self.request, "signin/refused.html", context, status=403)
+        if outcome == HELD:
+            context = {
+                "provider_name": provider.display_name(),
+                "held_id": getattr(self.request, "oidc_held", ""),
+            }
+            return render(self.request, "signin/held.html", context, status=403)
         return render(
             self.request,
             "signin/failed.html",
@@ -144,18 +161,20 @@ def confirm(request: HttpRequest) -> HttpResponse:
     if is_company_session(request):
         request.session[STEP_UP] = int(time.time())
         return redirect(f"{reverse('signin:oidc_start')}?{urlencode({'next': next_url})}")
-    error = ""
+    user = request.user
+    assert isinstance(user, User)  # noqa: S101 -- login_required
+    # The person's own throttle, not django-axes' (which counts by address): confirmations.py.
+    error, until = "", confirmations.locked_until(user)
     if request.method == "POST":
-        user = request.user
-        assert isinstance(user, User)  # noqa: S101 -- login_required
-        again = authenticate(
-            request, username=user.get_username(), password=request.POST.get("password", "")
-        )
-        if again is not None and again.pk == user.pk:
+        done = confirmations.stepup_confirm(user=user, password=request.POST.get("password", ""))
+        if done.outcome == confirmations.CONFIRMED:
             record_authentication(request, method="password", at=time.time())
             return redirect(next_url)
-        error = "wrong"
-    return render(request, "signin/confirm.html", {"next": next_url, "error": error})
+        error, until = done.outcome, done.locked_until
+    if until is not None:
+        error = confirmations.LOCKED
+    context = {"next": next_url, "error": error, "locked_until": until}
+    return render(request, "signin/confirm.html", context, status=429 if until else 200)
 
 
 def _administrator(request: HttpRequest) -> None:
@@ -168,17 +187,81 @@ def _administrator(request: HttpRequest) -> None:
 @login_required
 @never_cache
 def person_page(request: HttpRequest, username: str) -> HttpResponse:
-    """``GET /people/NAME`` (administrators): who the person is, and ending their sessions."""
+    """``GET /people/NAME`` (administrators): who the person is, which accounts are theirs, the
+    company sign-ins held because they match this account, and ending their sessions."""
     _administrator(request)
     person = get_object_or_404(User, username=username)
     identity = OidcIdentity.objects.filter(user=person).first()
+    linked = linked_accounts(person)
+    mark_company([person, *(account.user for account in linked)])
     context = {
         "person": person,
         "roles": sorted(person.groups.values_list("name", flat=True)),
         "identity": identity,
         "sessions": len(sessions_of_user(person.pk)),
+        "linked": linked,
+        "own": Account.objects.filter(user=person).first(),
+        "held": HeldSignin.objects.filter(matches=person).order_by("created_at"),
     }
     return render(request, "signin/person.html", context)
+
+
+@login_required
+@require_POST
+def person_link(request: HttpRequest, username: str) -> HttpResponse:
+    """``POST /people/NAME/link`` (administrators): NAME and the account named ``other`` are
+    one person (as ``manage.py console link NAME OTHER``); ``unlink``: NAME is a person of its
+    own again."""
+    _administrator(request)
+    person = get_object_or_404(User, username=username)
+    by = request.user.get_username()
+    try:
+        if request.POST.get("unlink"):
+            account_unlink(user=person)
+            messages.success(request, _("%(name)s is a person of its own again.") % _name(person))
+        else:
+            wanted = request.POST.get("other", "")[:150]
+            other = User.objects.filter(username=wanted).first()
+            if other is None:
+                raise LinkRefused(_("No account has that name, exactly."))
+            accounts_link(user=person, other=other, how=Account.ADMINISTRATOR, by=by)
+            messages.success(
+                request,
+                _("%(name)s and %(other)s are one person: neither decides what the other proposes.")
+                % {**_name(person), "other": other.get_username()},
+            )
+    except LinkRefused as refused:
+        messages.error(request, str(refused))
+    return redirect("signin:person", username=person.get_username())
+
+
+@login_required
+@require_POST
+def person_held(request: HttpRequest, username: str, held_id: str) -> HttpResponse:
+    """``POST /people/NAME/held/ID`` (administrators): decide a company sign-in held because it
+    matches NAME — ``same`` (NAME's person: its account is made and linked) or ``apart``
+    (someone else: its account is made, a person of its own)."""
+    _administrator(request)
+    person = get_object_or_404(User, username=username)
+    decision = request.POST.get("decision")
+    held = HeldSignin.objects.filter(id=held_id, matches=person).first() if is_id(held_id) else None
+    if held is None or decision not in ("same", "apart"):
+        raise Http404("no such held sign-in")
+    made = held_signin_decide(
+        held_id=held.id,
+        same_as=person if decision == "same" else None,
+        by=request.user.get_username(),
+    )
+    messages.success(
+        request,
+        _("Made %(made)s, a company account; its roles come from its groups when it signs in.")
+        % {"made": made.get_username()},
+    )
+    return redirect("signin:person", username=person.get_username())
+
+
+def _name(user: User) -> dict[str, str]:
+    return {"name": user.get_username()}
 
 
 @login_required

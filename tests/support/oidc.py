@@ -83,13 +83,23 @@ class OidcProvider(LoggedProcess):
 
     # What the identity team does at the provider.
     def set_account(
-        self, sub: str, *, groups: list[str] | None = None, disabled: bool | None = None
+        self,
+        sub: str,
+        *,
+        groups: list[str] | None = None,
+        disabled: bool | None = None,
+        claims: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """``claims`` go over the provider's defaults for the person (``preferred_username``
+        is the ``sub``, ``email`` ``sub@example.com``, ``email_verified`` true); ``None`` for a
+        claim leaves it out."""
         body: dict[str, Any] = {}
         if groups is not None:
             body["groups"] = groups
         if disabled is not None:
             body["disabled"] = disabled
+        if claims is not None:
+            body["claims"] = claims
         done = httpx.put(f"{self.issuer}/test/accounts/{sub}", json=body, timeout=10)
         done.raise_for_status()
         return dict(done.json())

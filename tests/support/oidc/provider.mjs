@@ -10,7 +10,9 @@
 // that person, with any password; consent is given for every client (first party).
 //
 // Besides the provider, a few routes under /test/ let a test play the identity team:
-//   PUT  /test/accounts/:sub      {"groups": [...], "disabled": bool, "name": "..."}
+//   PUT  /test/accounts/:sub      {"groups": [...], "disabled": bool, "name": "...",
+//                                  "claims": {"preferred_username": "...", "email": null, ...}}
+//                                 (claims: over the defaults below; null leaves a claim out)
 //   POST /test/backchannel/:sub   send every client a back-channel logout token for that person
 //   POST /test/sign               {"claims": {...}, "typ": "..."}: a JWT signed with the
 //                                 provider's own key (for tests of expired or odd tokens)
@@ -94,14 +96,17 @@ const provider = new Provider(issuer, {
     return {
       accountId: sub,
       async claims() {
-        return {
+        const claims = {
           sub,
           name: found.name,
           preferred_username: sub,
           email: `${sub}@example.com`,
           email_verified: true,
           groups: found.groups,
+          ...(found.claims ?? {}),
         };
+        for (const [key, value] of Object.entries(claims)) if (value === null) delete claims[key];
+        return claims;
       },
     };
   },

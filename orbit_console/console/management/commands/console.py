@@ -5,8 +5,16 @@ console user NAME --role operator [--role supervisor ...]
              [--namespace ID|NAME ...]         (embedded API: where to mint credentials)
              [--token-file PATH]               (a token issued by Orbit: checked, then stored)
              [--drop-namespace ID|NAME ...]    (take away the credential held there)
+             [--email ADDRESS]                 (company sign-in with this verified address
+                                                is linked to the person, docs/sign-in.md)
 console signout NAME                           (end every session of the person now)
 console namespaces                             (the namespaces commands know, ids and names)
+console link NAME NAME                         (two accounts are one person: four eyes
+                                                treats them as one, docs/approvals.md)
+console link --unlink NAME                     (the account is a person of its own again)
+console link --held ID --same-as NAME          (a held company sign-in is NAME's person)
+console link --held ID --apart                 (a held company sign-in is someone else)
+console link --list                            (held company sign-ins and linked accounts)
 
 A person holds at most one credential per namespace and sees what their credentials cover: a
 credential for a namespace replaces the one held there, those of other namespaces stay.
@@ -21,6 +29,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from orbit_console.console.management import linking
+from orbit_console.console.management.linking import shown
 from orbit_console.people.credentials import (
     TokenRefused,
     check_external_token,
@@ -30,6 +40,7 @@ from orbit_console.people.credentials import (
     store_external_token,
 )
 from orbit_console.people.models import OrbitCredential
+from orbit_console.people.names import collides
 from orbit_console.people.namespaces import id_of_namespace, known_namespaces
 from orbit_console.people.person import ROLES
 from orbit_console.signin.logout import person_sessions_end
@@ -62,6 +73,16 @@ class Command(BaseCommand):
         )
         signout.add_argument("name")
         commands.add_parser("namespaces", help="the namespaces commands take, by id or exact name")
+        user.add_argument("--email", help="the person's e-mail address (company sign-in links)")
+        link = commands.add_parser(
+            "link", help="which accounts are one person (four eyes), held company sign-ins"
+        )
+        link.add_argument("names", nargs="*", metavar="NAME")
+        link.add_argument("--unlink", metavar="NAME")
+        link.add_argument("--held", metavar="ID")
+        link.add_argument("--same-as", metavar="NAME")
+        link.add_argument("--apart", action="store_true")
+        link.add_argument("--list", action="store_true")
         user.add_argument(
             "--token-file",
             type=Path,
@@ -71,6 +92,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["command"] == "signout":
             self._sign_out(options["name"])
+            return
+        if options["command"] == "link":
+            linking.handle(self, options)
             return
         if options["command"] == "namespaces":
             known = known_namespaces()
@@ -98,8 +122,20 @@ class Command(BaseCommand):
         except TokenRefused as refused:
             raise CommandError(str(refused)) from None
 
+        if not get_user_model().objects.filter(username=name).exists():
+            alike = collides(
+                name, list(get_user_model().objects.values_list("username", flat=True))
+            )
+            if alike:
+                raise CommandError(
+                    f"{shown(name)} looks like the account {shown(alike[0])}: two people must "
+                    "not read alike in the record; choose another name (or name that account)"
+                )
         with transaction.atomic():
             user, created = get_user_model().objects.get_or_create(username=name)
+            if options["email"] is not None:
+                user.email = options["email"]
+                user.save(update_fields=["email"])
             if password is None and created:
                 password = secrets.token_urlsafe(12)
                 self.stdout.write(f"password for {name}: {password}")

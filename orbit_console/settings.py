@@ -311,7 +311,9 @@ AXES_VERBOSE = False
 # come from the issuer's discovery document; the code flow uses PKCE, state and nonce; the ID
 # token is verified against the provider's JWKS (signature, issuer, audience, times). Roles and
 # namespaces follow OIDC_ROLE_RULES (signin/rules.py), read at every sign-in.
-OIDC_ISSUER = env_str("OIDC_ISSUER").rstrip("/")
+# The issuer exactly as the provider's discovery document spells it, a final "/" included: issuers
+# are compared as exact strings (OpenID Connect Core 3.1.3.7).
+OIDC_ISSUER = env_str("OIDC_ISSUER")
 OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "your company")
 OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
 OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")

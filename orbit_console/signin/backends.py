@@ -60,7 +60,12 @@ class OidcBackend(OIDCAuthenticationBackend):
             return None
         try:
             user: User | None = super().authenticate(request, **kwargs)
-        except (RequestException, provider.ProviderUnavailable, SuspiciousOperation) as failed:
+        except SuspiciousOperation as refused:
+            # A check of ours, or of the library: its sentence names what failed, never a token.
+            log.warning("company sign-in failed: %s", refused)
+            request.oidc_outcome = FAILED  # type: ignore[attr-defined]
+            return None
+        except (RequestException, provider.ProviderUnavailable) as failed:
             # The class of what failed only: a token endpoint's answer can quote the request.
             log.warning("company sign-in failed: %s", type(failed).__name__)
             request.oidc_outcome = FAILED  # type: ignore[attr-defined]
@@ -89,7 +94,7 @@ class OidcBackend(OIDCAuthenticationBackend):
                 key,
                 algorithms=[self.OIDC_RP_SIGN_ALGO],
                 audience=self.OIDC_RP_CLIENT_ID,
-                issuer=str(settings.OIDC_ISSUER).rstrip("/"),
+                issuer=provider.issuer(),
                 leeway=60,
                 options={"require": ["iss", "aud", "exp", "iat", "sub"]},
             )
@@ -121,7 +126,7 @@ class OidcBackend(OIDCAuthenticationBackend):
         claims[claim] = groups_of(claims, claim=claim, keep=settings.OIDC_GROUPS_FILTER)
         rule = first_match(settings.OIDC_ROLE_RULES, claims)
         request = self.request
-        issuer = str(settings.OIDC_ISSUER).rstrip("/")
+        issuer = provider.issuer()
         if rule is None:
             # Their roles and credentials go: a group taken away ends the access it gave.
             oidc_person_revoke(issuer=issuer, subject=str(payload["sub"]))

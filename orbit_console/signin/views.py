@@ -45,7 +45,8 @@ class OidcStart(OIDCAuthenticationRequestView):
             return render(request, "signin/unavailable.html", status=404)
         try:
             self.OIDC_OP_AUTH_ENDPOINT = provider.endpoint("authorization_endpoint")
-        except provider.ProviderUnavailable:
+        except provider.ProviderUnavailable as unavailable:
+            log.warning("company sign-in unavailable: %s", unavailable)
             return render(request, "signin/unavailable.html", status=503)
         response: HttpResponse = super().get(request)
         return response

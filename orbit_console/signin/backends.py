@@ -8,6 +8,7 @@ nothing of a token in the log.
 """
 
 import logging
+import time
 from typing import Any
 
 import jwt
@@ -27,6 +28,16 @@ log = logging.getLogger(__name__)
 
 REFUSED = "refused"  # no rule admits the person
 FAILED = "failed"  # the exchange or a check failed
+
+
+def auth_time(claims: dict[str, Any]) -> int | None:
+    """When the person authenticated at the provider: the ID token's ``auth_time``, and nothing
+    else. Never its ``iat`` — when the token was issued, which a silent round trip on the
+    provider's open session makes "now" — and never later than now."""
+    value = claims.get("auth_time")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return min(int(value), int(time.time()))
 
 
 class OidcBackend(OIDCAuthenticationBackend):
@@ -136,7 +147,7 @@ class OidcBackend(OIDCAuthenticationBackend):
         request.oidc_signin = {
             "sub": str(payload["sub"]),
             "sid": str(payload.get("sid", "")),
-            "auth_time": payload.get("auth_time") or payload.get("iat"),
+            "auth_time": auth_time(payload),
             "acr": payload.get("acr"),
             "namespaces": list(rule.namespaces),
             "id_token": id_token,

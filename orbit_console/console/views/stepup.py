@@ -28,11 +28,12 @@ async def step_up_detour(request: HttpRequest, *, resume_at: str) -> HttpRespons
 
 
 async def authenticated_of(request: HttpRequest) -> Authenticated | None:
-    """How and when the person last authenticated, for the audit record of their decision."""
+    """How and when the person last authenticated, for the audit record of their decision;
+    None when nobody said when (a provider's ID token without ``auth_time``, step-up off)."""
     kept = await sync_to_async(authentication)(request)
-    if kept is None:
+    if kept is None or kept.get("at") is None:
         return None
     how = "oidc" if kept.get("method") == "oidc" else "password"
     if kept.get("acr"):
         how += f" acr={str(kept['acr'])[:100]}"
-    return Authenticated(how=how, at=datetime.fromtimestamp(float(kept.get("at", 0)), UTC))
+    return Authenticated(how=how, at=datetime.fromtimestamp(float(kept["at"]), UTC))

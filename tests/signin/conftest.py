@@ -78,6 +78,11 @@ class Company:
         self.authorization_urls.append(url)
         return url
 
+    def step_up_request(self, page: str) -> str:
+        """The step-up asked before deciding on ``page`` (``/signin/confirm``): its
+        authorization request."""
+        return self.start(self.console.get("/signin/confirm", {"next": page})["Location"])
+
     def come_back(self, authorization_url: str) -> Any:
         """Through the provider (signing in there if it asks) and back to the console's
         callback: the callback's answer."""

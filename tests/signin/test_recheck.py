@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
+from orbit_console.decisions.models import Proposal
 from orbit_console.signin import provider as signin_provider
 from orbit_console.signin.session import KEY as OIDC_SESSION
 from orbit_console.signin.stepup import AUTH
 from tests.signin.conftest import LIKE_GOOGLE, LIKE_OKTA, Company
-from tests.signin.test_stepup import a_proposal, reject
+from tests.signin.test_stepup import REASON, a_proposal, reject
 from tests.support.oidc import OidcProvider
 from tests.support.servers import free_port
 
@@ -37,15 +38,36 @@ def decision_bound(settings: Any) -> None:
     settings.OIDC_DECISION_RECHECK_SECONDS = DECISION_BOUND
 
 
+@pytest.fixture
+def without_refresh(
+    providers: Callable[..., OidcProvider], company: Callable[[OidcProvider], Company]
+) -> Company:
+    """A supervisor signed in at a provider that issues no refresh token (Google's shape)."""
+    me = company(providers(**LIKE_GOOGLE))
+    me.sign_in()
+    return me
+
+
 def due(me: Company) -> None:
     me.age_the_check(django_settings.OIDC_RECHECK_SECONDS + 1)
 
 
+def back_at_the_form(me: Company, answer: Any, page: str, proposal: Proposal) -> None:
+    """``answer`` leads through the provider, asked nothing (``prompt=none``), and back to
+    ``page`` with its form filled again; nothing was decided on the way."""
+    landed = me.follow(answer)
+    assert me.asked["prompt"] == "none"
+    assert not me.at_provider.asked_to_sign_in
+    assert landed.wsgi_request.path == page
+    assert REASON in landed.content.decode()
+    proposal.refresh_from_db()
+    assert proposal.is_pending
+
+
 def test_without_a_refresh_token_the_re_check_is_a_silent_round_trip(
-    providers: Callable[..., OidcProvider], company: Callable[[OidcProvider], Company]
+    without_refresh: Company,
 ) -> None:
-    me = company(providers(**LIKE_GOOGLE))
-    me.sign_in()
+    me = without_refresh
     assert "refresh" not in me.console.session[OIDC_SESSION]
     assert me.console.get("/").status_code == 200
     authenticated = me.console.session[AUTH]
@@ -91,25 +113,16 @@ def test_without_a_refresh_token_a_person_removed_at_the_provider_is_signed_out_
 
 
 def test_without_a_refresh_token_a_form_sent_after_the_bound_is_kept_through_the_round_trip(
-    providers: Callable[..., OidcProvider],
-    company: Callable[[OidcProvider], Company],
-    world: dict[str, Any],
+    without_refresh: Company, world: dict[str, Any]
 ) -> None:
-    me = company(providers(**LIKE_GOOGLE))
-    me.sign_in()
+    me = without_refresh
     proposal, page = a_proposal(world)
     assert me.console.get(page).status_code == 200
     due(me)
     # A live part of the page, meanwhile: answered as signed out, the session kept.
     assert me.console.get(page, headers={"HX-Request": "true"}).status_code == 401
 
-    answer = reject(me, page)
-    landed = me.follow(answer)
-    assert me.asked["prompt"] == "none"
-    assert landed.wsgi_request.path == page
-    assert "The evidence names another task" in landed.content.decode()
-    proposal.refresh_from_db()
-    assert proposal.is_pending  # nothing was decided on the way
+    back_at_the_form(me, reject(me, page), page, proposal)
 
 
 def test_a_decision_asks_the_provider_again_when_its_last_check_is_older_than_the_bound(
@@ -149,25 +162,16 @@ def test_a_decision_asks_the_provider_again_when_its_last_check_is_older_than_th
 
 
 def test_without_a_refresh_token_a_decision_after_the_bound_goes_through_the_provider_first(
-    providers: Callable[..., OidcProvider],
-    company: Callable[[OidcProvider], Company],
-    world: dict[str, Any],
+    without_refresh: Company, world: dict[str, Any]
 ) -> None:
-    me = company(providers(**LIKE_GOOGLE))
-    me.sign_in()
+    me = without_refresh
     proposal, page = a_proposal(world)
-    step_up = me.start(me.console.get("/signin/confirm", {"next": page})["Location"])
-    assert me.come_back(step_up)["Location"] == page  # fresh enough to decide
+    assert me.come_back(me.step_up_request(page))["Location"] == page  # fresh enough to decide
     me.age_the_check(DECISION_BOUND + 1)
     answer = reject(me, page)
     assert answer.status_code == 303
     assert answer["Location"].startswith("/signin/oidc?")
-    landed = me.follow(answer)
-    assert me.asked["prompt"] == "none"
-    assert landed.wsgi_request.path == page
-    assert "The evidence names another task" in landed.content.decode()
-    proposal.refresh_from_db()
-    assert proposal.is_pending
+    back_at_the_form(me, answer, page, proposal)
     assert reject(me, page)["Location"] == page  # checked just now: decided
     proposal.refresh_from_db()
     assert proposal.state == "rejected"
@@ -196,4 +200,4 @@ def test_a_decision_is_not_taken_while_the_provider_does_not_answer_its_check(
     landed = me.console.get(page)
     assert landed.status_code == 200
     assert "did not answer, so nothing was decided" in landed.content.decode()
-    assert "The evidence names another task" in landed.content.decode()
+    assert REASON in landed.content.decode()

@@ -28,8 +28,11 @@ def a_proposal(world: dict[str, Any]) -> tuple[Proposal, str]:
     return proposal, f"/proposals/{proposal.id}"
 
 
+REASON = "The evidence names another task"
+
+
 def reject(me: Company, page: str) -> Any:
-    return me.console.post(f"{page}/reject", {"reason": "The evidence names another task"})
+    return me.console.post(f"{page}/reject", {"reason": REASON})
 
 
 def test_a_silent_sign_in_without_auth_time_never_makes_the_session_fresh(
@@ -68,7 +71,7 @@ def test_only_the_re_authentication_the_console_asked_for_renews_step_up(
     proposal, page = a_proposal(world)
     ordinary = me.start(next=page)
     asked_at = int(time.time())
-    step_up = me.start(me.console.get("/signin/confirm", {"next": page})["Location"])
+    step_up = me.step_up_request(page)
     assert (me.asked["prompt"], me.asked["max_age"]) == ("login", "0")
 
     me.come_back(ordinary)
@@ -116,7 +119,7 @@ def test_a_step_up_without_an_acr_of_oidc_acr_values_renews_nothing(
     me.sign_in()
     settings.OIDC_ACR_VALUES = "urn:orbit:mfa"
     _, page = a_proposal(world)
-    step_up = me.start(me.console.get("/signin/confirm", {"next": page})["Location"])
+    step_up = me.step_up_request(page)
     assert me.asked["acr_values"] == "urn:orbit:mfa"
     answer = me.come_back(step_up)
     assert answer.status_code == 400

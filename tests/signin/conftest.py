@@ -29,8 +29,9 @@ CLIENT_SECRET = secrets.token_urlsafe(32)
 CALLBACK = "http://testserver/signin/oidc/callback"
 
 
-# Google's shape: no refresh token with "openid profile email", no auth_time unless max_age is
-# asked. Most tests here use it: one provider start fewer per worker.
+# Google's shape for refresh tokens: none with "openid profile email"; and auth_time only when
+# max_age is asked, as oidc-provider by default and many certified providers. Most tests here
+# use it: one provider start fewer per test process.
 LIKE_GOOGLE = {"refresh_tokens": False}
 # Okta's and Keycloak's: a refresh token, and auth_time in every ID token.
 LIKE_OKTA = {"auth_time": "always"}

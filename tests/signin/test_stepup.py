@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from orbit_console.decisions.models import ConsoleEvent, Proposal
-from orbit_console.signin.stepup import AUTH
+from orbit_console.signin.stepup import AUTH, step_up_refusal
 from tests.approvals.conftest import pending_retry
 from tests.signin.conftest import LIKE_GOOGLE, LIKE_OKTA, Company
 from tests.support.oidc import OidcProvider
@@ -125,3 +125,14 @@ def test_a_step_up_without_an_acr_of_oidc_acr_values_renews_nothing(
     assert answer.status_code == 400
     assert b"signin-failed" in answer.content
     assert reject(me, page)["Location"].startswith("/signin/confirm")
+
+
+def test_a_step_up_answer_renews_only_with_an_auth_time_since_the_request(settings: Any) -> None:
+    """What the suite's provider never sends, but a provider could: an answer to the step-up
+    without ``auth_time`` (against Core 3.1.2.1, ``max_age`` was asked), or with the time of
+    an earlier sign-in (``prompt=login`` ignored)."""
+    settings.OIDC_ACR_VALUES = ""
+    asked_at = int(time.time())
+    assert step_up_refusal(auth_time=None, acr=None, asked_at=asked_at) is not None
+    assert step_up_refusal(auth_time=asked_at - 1, acr=None, asked_at=asked_at) is not None
+    assert step_up_refusal(auth_time=asked_at, acr=None, asked_at=asked_at) is None

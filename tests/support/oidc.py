@@ -58,8 +58,8 @@ class Quirks:
     # whose client is not allowed ``offline_access``.
     refresh_tokens: bool = True
     # "when_asked": ``auth_time`` only in ID tokens of a request with ``max_age`` (or
-    # ``prompt=login``), as oidc-provider does by default, and Google and Entra ID; "always":
-    # in every ID token, as Okta and Keycloak.
+    # ``prompt=login``), as oidc-provider does by default and many certified providers do;
+    # "always": in every ID token, as Okta and Keycloak.
     auth_time: Literal["when_asked", "always"] = "when_asked"
     # The groups claim rides in the ID token too, not only in userinfo.
     groups_in_id_token: bool = False

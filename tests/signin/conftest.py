@@ -23,11 +23,7 @@ from orbit_console.signin.models import OidcIdentity
 from orbit_console.signin.rules import parse_rules
 from orbit_console.signin.session import KEY as OIDC_SESSION
 from tests.support.oidc import AtTheProvider, OidcProvider, Quirks
-
-CLIENT_ID = "orbit-console"
-CLIENT_SECRET = secrets.token_urlsafe(32)
-CALLBACK = "http://testserver/signin/oidc/callback"
-
+from tests.support.oidc_signin import CALLBACK, CLIENT_ID, CLIENT_SECRET, client_metadata
 
 # Google's shape for refresh tokens: none with "openid profile email"; and auth_time only when
 # max_age is asked, as oidc-provider by default and many certified providers. Most tests here
@@ -46,13 +42,7 @@ def providers() -> Iterator[Callable[..., OidcProvider]]:
     def of(**quirks: Any) -> OidcProvider:
         shape = Quirks(**quirks)
         if shape not in started:
-            client = {
-                "client_id": CLIENT_ID,
-                "client_secret": CLIENT_SECRET,
-                "redirect_uris": [CALLBACK],
-                "grant_types": ["authorization_code", "refresh_token"],
-            }
-            started[shape] = OidcProvider(shape).start([client])
+            started[shape] = OidcProvider(shape).start([client_metadata()])
         return started[shape]
 
     yield of

@@ -9,7 +9,7 @@ held.
 
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable
 from io import StringIO
 from typing import Any
 
@@ -23,8 +23,9 @@ from orbit_console.people.accounts import accounts_of, is_company
 from orbit_console.people.names import skeleton
 from orbit_console.signin.models import HeldSignin, OidcIdentity
 from tests.approvals.conftest import REQUIRED_ROLE_PERMISSIONS, pending_retry, required_policy
+from tests.signin.conftest import LIKE_OKTA
 from tests.support.oidc import OidcProvider
-from tests.support.oidc_signin import client_metadata, company_sign_in, configure
+from tests.support.oidc_signin import company_sign_in, configure
 from tests.support.people import TestPerson, make_person
 
 pytestmark = pytest.mark.system_extra
@@ -32,11 +33,11 @@ pytestmark = pytest.mark.system_extra
 SUPERVISORS = "orbit-supervisors"
 
 
-@pytest.fixture(scope="module")
-def idp() -> Iterator[OidcProvider]:
-    started = OidcProvider().start([client_metadata()])
-    yield started
-    started.stop()
+@pytest.fixture
+def idp(providers: Callable[..., OidcProvider]) -> OidcProvider:
+    """The run's provider that sends ``auth_time`` in every ID token (Okta's shape), so that a
+    sign-in is fresh enough to decide: these tests are about who decides, not when."""
+    return providers(**LIKE_OKTA)
 
 
 @pytest.fixture

@@ -16,15 +16,20 @@ restored into ``drill_backup_<run>_restored`` and a console is started on it. Th
   are listed (each with its task, action and audit id) — and every decision missing from the
   restored console must be on that list;
 - the restored console serves a decision from before the backup, receipt included;
-- ``manage.py audit verify`` after the backup is restored in place (the processes stopped, the
-  live database emptied and loaded from the backup: its name, and so the database the
-  checkpoints describe, unchanged), against the checkpoints (one signed before the backup, one
-  after it): it must fail, and for the rewind itself: it names the chains cut short by the
-  restore ("… were removed"), not another database (issue 41: it used to fail only because the
-  restored copy had another name, which it does with nothing rewound too). A rewind, undeclared,
-  is tampering;
-- ``manage.py audit declare-restore --taken-at <the backup's time>`` on the restored copy then
-  declares it, signed, and ``audit verify`` must pass and name it as a declared restore.
+- ``manage.py audit verify`` on the restored database, against the checkpoints (one signed
+  before the backup, one after it): before the restore is declared it must fail (a rewind,
+  undeclared, is tampering); ``manage.py audit declare-restore --taken-at <the backup's time>``
+  then declares it, signed, and ``audit verify`` must pass and name it as a declared restore.
+  As the runbook says, the restore is declared before any process writes to the restored
+  database (a record written there first would be one kept after records the backup lacks:
+  the declaration is refused, issue 39), so the restored console starts after it;
+- that an undeclared rewind is named *as a rewind* (issue 41: the verify above fails first of
+  all because the restored copy has another name than the database the checkpoints describe,
+  which it would do with nothing rewound too): at the end, every process stopped, the backup is
+  restored *in place* (the live database emptied and loaded from it: its name unchanged) and
+  ``audit verify`` is run against the checkpoints as they were before the declaration. It must
+  fail, every problem it shows a chain cut short by the restore ("… were removed"), none
+  another database.
 
 Results: stdout and ``var/bench/drill-backup.json``; docs/reliability.md. Both databases, the
 backup and the checkpoints are removed at the end (``--keep-databases`` keeps them).
@@ -214,6 +219,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             "missing_but_not_reported": unreported,
         }
 
+        # The audit first: the restore is declared before anything writes to the restored
+        # database (docs/runbooks.md, "Backing up and restoring the database").
+        restored_base = {"DATABASE_URL": restored_url}
+        code, out = run_manage(restored_base, "audit", "verify")
+        results["audit_verify_undeclared"] = {
+            "exit": code,
+            "output": out.strip().splitlines()[-8:],
+        }
+        undeclared = folder / "checkpoints-before-the-declaration"
+        shutil.copytree(checkpoints, undeclared)  # for the rewind restored in place, below
+        code, out = run_manage(
+            restored_base, "audit", "declare-restore",
+            "--taken-at", format_utc(backup_time),
+            "--reason", "drill 3: restored from the mariadb-dump backup",
+        )  # fmt: skip
+        results["declare_restore"] = {"exit": code, "output": out.strip()[-400:]}
+        code, out = run_manage(restored_base, "audit", "verify")
+        results["audit_verify_declared"] = {
+            "exit": code,
+            "output": out.strip().splitlines()[-8:],
+            "names_declared_restore": "declared restore:" in out,
+        }
         port = free_port()
         restored_env = {**staged.rig.console.env, "DATABASE_URL": restored_url}
         restored_console = Service("console-restored", _worker(port), restored_env, port, BENCH_DIR)
@@ -233,7 +260,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status": page.status_code,
             "receipt_shown": 'id="receipt-audit-id"' in page.text,
         }
-        restored_base = {"DATABASE_URL": restored_url}
         # The console's own report of what it lacks: ``manage.py restored`` on the restored
         # database, asking the API (a live replica's embedded API, which the restore did not
         # rewind) with a token that may read the audit.
@@ -254,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "listed": len(listed_ids),
             "missing_from_restored_not_listed": sorted(missing_ids - listed_ids),
         }
+
         # The undeclared rewind, as a restore in place makes it: every process stopped, the
         # live database emptied and loaded from the backup. Its name is the one the
         # checkpoints describe, so verification holds the chains to what they signed.
@@ -263,29 +290,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         empty_database(database_url)
         with dump.open("rb") as in_file:
             subprocess.run(["mariadb", *connection_args, live_name], stdin=in_file, check=True)
-        code, out = run_manage(base, "audit", "verify")
+        code, out = run_manage(
+            {**base, "ORBIT_AUDIT_CHECKPOINT_DIR": str(undeclared)}, "audit", "verify"
+        )
         lines = out.strip().splitlines()
         shown = [line for line in lines if line.strip().startswith("- ")]
         counted = re.search(r"^problems: (\d+)$", out, re.M)
-        results["audit_verify_undeclared"] = {
+        results["audit_verify_undeclared_in_place"] = {
             "exit": code,
             "problems": int(counted.group(1)) if counted else 0,
             "every_problem_shown_is_a_chain_cut_short": bool(shown)
             and all("were removed" in line for line in shown),
             "blames_another_database": "describes the database" in out,
             "output": lines[-8:],
-        }
-        code, out = run_manage(
-            restored_base, "audit", "declare-restore",
-            "--taken-at", format_utc(backup_time),
-            "--reason", "drill 3: restored from the mariadb-dump backup",
-        )  # fmt: skip
-        results["declare_restore"] = {"exit": code, "output": out.strip()[-400:]}
-        code, out = run_manage(restored_base, "audit", "verify")
-        results["audit_verify_declared"] = {
-            "exit": code,
-            "output": out.strip().splitlines()[-8:],
-            "names_declared_restore": "declared restore:" in out,
         }
     finally:
         if load is not None:
@@ -312,8 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         and results["load"]["duplicated"] == 0
         and results["restored_console_serves"]["receipt_shown"]
         and results["audit_verify_undeclared"]["exit"] != 0
-        and results["audit_verify_undeclared"]["every_problem_shown_is_a_chain_cut_short"]
-        and not results["audit_verify_undeclared"]["blames_another_database"]
+        and results["audit_verify_undeclared_in_place"]["exit"] != 0
+        and results["audit_verify_undeclared_in_place"]["every_problem_shown_is_a_chain_cut_short"]
+        and not results["audit_verify_undeclared_in_place"]["blames_another_database"]
         and not results["restored_command"]["missing_from_restored_not_listed"]
         and results["restored_command"]["exit"] == (1 if restore_missing else 0)
         and results["declare_restore"]["exit"] == 0

@@ -383,7 +383,10 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
-    SECURE_REDIRECT_EXEMPT = [r"^health/"]
+    # Not redirected to https: the orchestrator's probes and Prometheus reach each pod directly,
+    # over plain HTTP on its own port (deploy/kubernetes: the ServiceMonitor scrapes
+    # http://POD_IP:8000/metrics); the proxy never routes /metrics (issue 41).
+    SECURE_REDIRECT_EXEMPT = [r"^health/", r"^metrics$"]
 
 # --- Languages and time ---------------------------------------------------------------------
 LANGUAGE_CODE = "en"
@@ -452,6 +455,15 @@ ORBIT_AUDIT_SIGNING_KEYS = env_list("ORBIT_AUDIT_SIGNING_KEYS", [])
 if not ORBIT_AUDIT_SIGNING_KEYS and not PRODUCTION:
     ORBIT_AUDIT_SIGNING_KEYS = [local_secret(VAR_DIR / "audit_signing_key", nbytes=32)]
 ORBIT_AUDIT_VERIFY_KEYS = env_list("ORBIT_AUDIT_VERIFY_KEYS", [])
+# A process that holds no key to check signatures cannot trust any checkpoint or verification
+# result: /audit says nothing and /metrics reports the audit failing (AuditVerifyFailing) for
+# as long as it runs. In production that is a missed setting, refused at start (issue 41).
+if PRODUCTION and not (ORBIT_AUDIT_VERIFY_KEYS or ORBIT_AUDIT_SIGNING_KEYS):
+    raise ImproperlyConfigured(
+        "ORBIT_AUDIT_VERIFY_KEYS is required when ORBIT_ENV=production: the public keys of the "
+        "audit checkpoints' signing keys ('manage.py audit public-key' prints them), without "
+        "which no checkpoint or verification result can be checked"
+    )
 ORBIT_AUDIT_CHECKPOINT_DIR = Path(
     env_str("ORBIT_AUDIT_CHECKPOINT_DIR", str(VAR_DIR / "audit-checkpoints"))
 )

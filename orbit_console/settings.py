@@ -342,6 +342,10 @@ OIDC_RECHECK_SECONDS = env_int("OIDC_RECHECK_SECONDS", 300, minimum=1)
 STEP_UP_MAX_AGE_SECONDS = env_int("STEP_UP_MAX_AGE_SECONDS", 600, minimum=0)
 # A back-channel logout token older than this is refused (signin/logout.py).
 OIDC_LOGOUT_TOKEN_MAX_AGE = env_int("OIDC_LOGOUT_TOKEN_MAX_AGE", 300, minimum=10)
+# The provider's signing keys (its JWKS) for logout tokens are kept this long, and read again at
+# most once in this many seconds when a token names a key they do not hold (signin/keys.py).
+OIDC_JWKS_CACHE_SECONDS = env_int("OIDC_JWKS_CACHE_SECONDS", 3600, minimum=1)
+OIDC_JWKS_REFRESH_SECONDS = env_int("OIDC_JWKS_REFRESH_SECONDS", 30, minimum=1)
 OIDC_USE_PKCE = True
 OIDC_USE_NONCE = True
 OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"

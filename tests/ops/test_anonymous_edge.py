@@ -33,6 +33,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from bench.fuzz_signin import fuzz_signin
 from tests.console.web import Console
 from tests.support.oidc import OidcProvider
 from tests.support.people import TestPerson, make_person
@@ -117,7 +118,7 @@ def flooded(
             # shapes (a smaller anonymous lane, a share of it per address).
             CONSOLE_MAX_IN_FLIGHT="4",
             CONSOLE_ANONYMOUS_MAX_IN_FLIGHT="4",
-            CONSOLE_ANONYMOUS_MAX_IN_FLIGHT_PER_ADDRESS="2",
+            CONSOLE_ANONYMOUS_MAX_IN_FLIGHT_PER_ADDRESS="1",
             OIDC_JWKS_REFRESH_SECONDS="600",  # exactly one fetch, however slow the machine
         ),
         proxy_headers=True,
@@ -288,3 +289,28 @@ def test_back_channel_posts_waiting_for_a_stalled_provider_hold_no_signed_in_pag
         "the provider's keys could not be read"
     }
     assert len(silent.held) == 1, "the stalled provider was asked once per post"
+
+
+# --- Generated input ----------------------------------------------------------------------------
+
+SIGNIN_REQUESTS = 200  # 40 per endpoint: seconds, not minutes
+
+
+@pytest.mark.system_extra
+def test_generated_requests_to_the_sign_in_edge_never_fail_the_server(
+    flooded: tuple[DaphneServer, OidcProvider], live_db: None
+) -> None:
+    """Issue 40's done-when: the generated-input run covers the sign-in and back-channel
+    endpoints with no 5xx (``bench/fuzz_signin.py``, docs/reliability.md): the sign-in page and
+    form, company sign-in's start and callback, and back-channel logout with generated logout
+    tokens, one request at a time."""
+    console, idp = flooded
+    findings = fuzz_signin(
+        console.url, issuer=idp.issuer, audience=CLIENT_ID, requests_wanted=SIGNIN_REQUESTS
+    )
+    assert findings.sent >= SIGNIN_REQUESTS
+    assert findings.server_errors == []
+    statuses = collections.Counter(key.rsplit(" ", 1)[1] for key in findings.statuses)
+    # Past the front doors: forms read, tokens refused on what they said, the provider reached.
+    assert {"200", "302", "400"} <= set(statuses), findings.statuses
+    assert findings.statuses["POST /signin/oidc/backchannel-logout 400"] == 40

@@ -69,11 +69,18 @@ def logout_token(issuer: str) -> str:
     return jwt.encode(claims, FORGER, algorithm="RS256", headers={"kid": secrets.token_hex(8)})
 
 
+KINDS = ("signin", "password", "oidc start", "oidc callback", "back-channel logout")
+
+
 async def flood(
-    url: str, issuer: str, connections: int, addresses: int, done: asyncio.Event
+    url: str,
+    issuer: str,
+    connections: int,
+    addresses: int,
+    kinds: list[str],
+    done: asyncio.Event,
 ) -> collections.Counter[str]:
     seen: collections.Counter[str] = collections.Counter()
-    kinds = ("signin", "oidc start", "oidc callback", "back-channel logout")
 
     async def connection(client: httpx.AsyncClient, number: int) -> None:
         headers = {"X-Forwarded-For": f"198.18.1.{number % addresses + 1}"}
@@ -84,6 +91,14 @@ async def flood(
             try:
                 if kind == "signin":
                     answer = await client.get("/signin", headers=headers)
+                elif kind == "password":
+                    # A wrong password for a user name of its own: hashed, never paused.
+                    page = await client.get("/signin", headers=headers)
+                    if page.status_code != 200:
+                        seen[f"{kind} {page.status_code}"] += 1
+                        continue
+                    form = signin_form(page.text, secrets.token_hex(6), "wrong")
+                    answer = await client.post("/signin", data=form, headers=headers)
                 elif kind == "oidc start":
                     answer = await client.get("/signin/oidc", headers=headers)
                 elif kind == "oidc callback":
@@ -102,10 +117,13 @@ async def flood(
                 continue
             seen[f"{kind} {answer.status_code}"] += 1
 
-    async with httpx.AsyncClient(
-        base_url=url, timeout=60, limits=httpx.Limits(max_connections=connections)
-    ) as client:
-        await asyncio.gather(*(connection(client, n) for n in range(connections)))
+    # A client each: its own connection and cookies (the sign-in form's CSRF token).
+    clients = [httpx.AsyncClient(base_url=url, timeout=60) for _ in range(connections)]
+    try:
+        await asyncio.gather(*(connection(client, n) for n, client in enumerate(clients)))
+    finally:
+        for client in clients:
+            await client.aclose()
     return seen
 
 
@@ -134,7 +152,9 @@ def phase(
     async def main() -> tuple[list[float], int, collections.Counter[str], float]:
         done = asyncio.Event()
         task = (
-            asyncio.create_task(flood(server.url, issuer, args.connections, args.addresses, done))
+            asyncio.create_task(
+                flood(server.url, issuer, args.connections, args.addresses, args.kinds, done)
+            )
             if flooded
             else None
         )
@@ -182,6 +202,13 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=60)
     parser.add_argument("--connections", type=int, default=48)
     parser.add_argument("--addresses", type=int, default=8)
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=KINDS,
+        default=["signin", "oidc start", "oidc callback", "back-channel logout"],
+        help="what the flood sends (password: the sign-in form with a wrong password)",
+    )
     parser.add_argument("--label", default="")
     args = parser.parse_args()
 

@@ -18,6 +18,7 @@ real identity provider: ``tests/ops/test_anonymous_edge.py``.
 import asyncio
 import re
 import secrets
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import settings as django_settings
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.test import Client
@@ -390,6 +392,57 @@ def test_signing_in_gives_the_pass_and_signing_out_takes_it_away(
         await edge.release()
 
     run(settings, test, CONSOLE_ANONYMOUS_MAX_IN_FLIGHT=1)
+
+
+CHECKING = threading.Event()  # a password check has begun
+CHECKED = threading.Event()  # the test lets it end
+
+
+class HeldHasher(PBKDF2PasswordHasher):
+    """A password check that lasts until the test lets it end: Argon2id's 150 ms, stretched."""
+
+    algorithm = "held"
+    iterations = 1
+
+    def verify(self, password: str, encoded: str) -> bool:
+        CHECKING.set()
+        CHECKED.wait(30)
+        return bool(super().verify(password, encoded))
+
+
+def test_a_password_being_checked_holds_no_signed_in_persons_page(
+    settings: Any, live_db: None
+) -> None:
+    """Issue 40, item 5: a flood of wrong passwords held a supervisor's pages for seconds,
+    though every one of them waited in the anonymous lane: each check (Argon2id) ran on the
+    worker's one sync thread, which every page needs. A check now runs on a thread of its
+    own: while one is under way, a signed-in person's page is served."""
+    settings.PASSWORD_HASHERS = [f"{MODULE}.HeldHasher"]
+    password = secrets.token_urlsafe(12)
+    user = User.objects.create_user(username=f"lane-{secrets.token_hex(4)}", password=password)
+    CHECKING.clear()
+    CHECKED.clear()
+
+    async def test(edge: Edge) -> None:
+        browser = edge.client(address="192.0.2.30")
+        page = await browser.get("/signin")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+        assert token
+        form = {"csrfmiddlewaretoken": token.group(1), "username": user.username}
+        signing_in = asyncio.create_task(
+            browser.post("/signin", data={**form, "password": password})
+        )
+        try:
+            assert await asyncio.to_thread(CHECKING.wait, 30), "the password was never checked"
+            person = edge.client(signed_in=True)
+            page = await asyncio.wait_for(person.get("/decisions"), 10)
+            assert page.status_code == 200
+            assert not signing_in.done()
+        finally:
+            CHECKED.set()
+        assert (await signing_in).status_code == 302
+
+    run(settings, test)
 
 
 @pytest.mark.parametrize(

@@ -34,8 +34,7 @@ import time
 from typing import Any
 
 import httpx
-import jwt
-from cryptography.hazmat.primitives.asymmetric import rsa
+from fuzz_signin import invented_key_logout_token
 from support import (
     BENCH_DIR,
     ROOT,
@@ -52,21 +51,7 @@ from support import (
 )
 
 CLIENT_ID = "orbit-console"
-EVENT = "http://schemas.openid.net/event/backchannel-logout"
-FORGER = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 METRICS_TOKEN = secrets.token_urlsafe(16)
-
-
-def logout_token(issuer: str) -> str:
-    claims = {
-        "iss": issuer,
-        "aud": CLIENT_ID,
-        "iat": int(time.time()),
-        "jti": secrets.token_hex(8),
-        "sub": secrets.token_hex(4),
-        "events": {EVENT: {}},
-    }
-    return jwt.encode(claims, FORGER, algorithm="RS256", headers={"kid": secrets.token_hex(8)})
 
 
 KINDS = ("signin", "password", "oidc start", "oidc callback", "back-channel logout")
@@ -109,7 +94,7 @@ async def flood(
                 else:
                     answer = await client.post(
                         "/signin/oidc/backchannel-logout",
-                        data={"logout_token": logout_token(issuer)},
+                        data={"logout_token": invented_key_logout_token(issuer, CLIENT_ID)},
                         headers=headers,
                     )
             except httpx.HTTPError as failed:

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import requests
 import schemathesis
+from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import strategies as st
 from schemathesis.generation.modes import GenerationMode
 
@@ -45,6 +47,23 @@ from bench.fuzz_api import Findings, send_all  # noqa: E402
 
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 LOGOUT_JWT_FORMAT = "orbit-logout-jwt"
+
+
+FORGER = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def invented_key_logout_token(issuer: str, audience: str) -> str:
+    """A logout token as a provider would send it, addressed to the console, signed with a
+    key id the provider never published (issue 40's flood)."""
+    claims = {
+        "iss": issuer,
+        "aud": audience,
+        "iat": int(time.time()),
+        "jti": secrets.token_hex(8),
+        "sub": f"someone-{secrets.token_hex(3)}",
+        "events": {BACKCHANNEL_EVENT: {}},
+    }
+    return jwt.encode(claims, FORGER, algorithm="RS256", headers={"kid": secrets.token_hex(8)})
 
 
 def signin_document() -> dict[str, Any]:

@@ -29,11 +29,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bench.fuzz_signin import fuzz_signin
+from bench.fuzz_signin import fuzz_signin, invented_key_logout_token
 from tests.console.web import Console
 from tests.support.oidc import OidcProvider
 from tests.support.people import TestPerson, make_person
@@ -47,7 +45,6 @@ BUSY = "The console is busy"
 PAGES = 11  # the supervisor's, as in the issue's report
 FLOOD_ADDRESSES = [f"198.18.0.{n}" for n in range(1, 9)]
 FLOOD_CONNECTIONS = 48  # six per address: more than an address's share
-FORGER = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
 def console_env(issuer: str, world: dict[str, Any], **extra: str) -> dict[str, str]:
@@ -64,16 +61,7 @@ def console_env(issuer: str, world: dict[str, Any], **extra: str) -> dict[str, s
 
 
 def logout_token(issuer: str) -> str:
-    """Well formed, addressed to the console, signed with a key id the provider never had."""
-    claims = {
-        "iss": issuer,
-        "aud": CLIENT_ID,
-        "iat": int(time.time()),
-        "jti": secrets.token_hex(8),
-        "sub": f"someone-{secrets.token_hex(3)}",
-        "events": {"http://schemas.openid.net/event/backchannel-logout": {}},
-    }
-    return jwt.encode(claims, FORGER, algorithm="RS256", headers={"kid": secrets.token_hex(8)})
+    return invented_key_logout_token(issuer, CLIENT_ID)
 
 
 def metric(server: DaphneServer, line: str) -> float:

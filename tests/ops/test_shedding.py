@@ -152,6 +152,14 @@ async def metrics(client: httpx.AsyncClient) -> str:
     return answer.text
 
 
+async def sign_in_form(browser: httpx.AsyncClient, username: str, password: str) -> dict[str, str]:
+    """The sign-in form's fields, with the CSRF token of its page."""
+    page = await browser.get("/signin")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert token, "the sign-in page carries no CSRF token"
+    return {"csrfmiddlewaretoken": token.group(1), "username": username, "password": password}
+
+
 def assert_busy(page: httpx.Response) -> None:
     assert page.status_code == 503
     assert page.headers["retry-after"] == "3"
@@ -368,11 +376,8 @@ def test_signing_in_gives_the_pass_and_signing_out_takes_it_away(
 
     async def test(edge: Edge) -> None:
         browser = edge.client(address="192.0.2.20")
-        page = await browser.get("/signin")
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
-        assert token
-        form = {"csrfmiddlewaretoken": token.group(1), "username": user.username}
-        signed_in = await browser.post("/signin", data={**form, "password": password})
+        form = await sign_in_form(browser, user.username, password)
+        signed_in = await browser.post("/signin", data=form)
         assert signed_in.status_code == 302
         assert SIGNED_IN_COOKIE in signed_in.cookies
         kept = {
@@ -425,13 +430,8 @@ def test_a_password_being_checked_holds_no_signed_in_persons_page(
 
     async def test(edge: Edge) -> None:
         browser = edge.client(address="192.0.2.30")
-        page = await browser.get("/signin")
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
-        assert token
-        form = {"csrfmiddlewaretoken": token.group(1), "username": user.username}
-        signing_in = asyncio.create_task(
-            browser.post("/signin", data={**form, "password": password})
-        )
+        form = await sign_in_form(browser, user.username, password)
+        signing_in = asyncio.create_task(browser.post("/signin", data=form))
         try:
             assert await asyncio.to_thread(CHECKING.wait, 30), "the password was never checked"
             person = edge.client(signed_in=True)

@@ -207,10 +207,9 @@ def fuzz_signin(
     seed: int = 0,
 ) -> Findings:
     """At least ``requests_wanted`` generated requests, spread evenly over the endpoints."""
-    keys = httpx.get(
-        httpx.get(f"{issuer}/.well-known/openid-configuration", timeout=30).json()["jwks_uri"],
-        timeout=30,
-    ).json()["keys"]
+    discovery = f"{issuer.rstrip('/')}/.well-known/openid-configuration"
+    jwks_uri = httpx.get(discovery, timeout=30).json()["jwks_uri"]
+    keys = httpx.get(jwks_uri, timeout=30).json()["keys"]
     kids = [key["kid"] for key in keys if "kid" in key] or ["none-published"]
     schemathesis.openapi.format(LOGOUT_JWT_FORMAT, logout_tokens(issuer, audience, kids))
     schema = schemathesis.openapi.from_dict(signin_document())

@@ -47,10 +47,6 @@ class LogoutTokenRefused(Exception):
     """Why a logout token is refused (said to the provider, never with the token)."""
 
 
-def _issuer() -> str:
-    return str(settings.OIDC_ISSUER)
-
-
 def _decoded(token: str, key: jwt.PyJWK | None) -> dict[str, Any]:
     """The token's claims with the checks PyJWT makes (issuer, audience, times, required
     claims); its signature too when ``key`` is given."""
@@ -60,7 +56,7 @@ def _decoded(token: str, key: jwt.PyJWK | None) -> dict[str, Any]:
             key if key is not None else "",
             algorithms=[settings.OIDC_RP_SIGN_ALGO],
             audience=settings.OIDC_RP_CLIENT_ID,
-            issuer=_issuer(),
+            issuer=provider.issuer(),
             leeway=60,
             options={
                 "verify_signature": key is not None,
@@ -118,7 +114,7 @@ async def verify_logout_token(token: str) -> dict[str, Any]:
     """The claims of ``token`` once every check holds, its signature last."""
     kid, _ = _readable(token)
     try:
-        key = await keys.of_issuer(_issuer()).key_for(kid, settings.OIDC_RP_SIGN_ALGO)
+        key = await keys.of_issuer(provider.issuer()).key_for(kid, settings.OIDC_RP_SIGN_ALGO)
     except keys.UnknownKey:
         raise LogoutTokenRefused("no key of the provider's JWKS signed it") from None
     except keys.KeysUnavailable:
@@ -130,7 +126,7 @@ async def verify_logout_token(token: str) -> dict[str, Any]:
 def backchannel_logout(*, claims: dict[str, Any]) -> int:
     """End what a verified logout token's ``claims`` name, once per ``jti``; how many console
     sessions ended."""
-    issuer = _issuer()
+    issuer = provider.issuer()
     now = timezone.now()
     LogoutTokenSeen.objects.filter(seen_at__lt=now - timedelta(days=1)).delete()
     try:

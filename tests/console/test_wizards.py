@@ -18,6 +18,7 @@ from django.contrib.auth.models import Group, User
 from django.core import signing
 
 from orbit_console.decisions.models import Submission
+from orbit_console.insight.models import DecisionFact
 from orbit_console.ledger.models import IdempotencyRecord, OperationAudit
 from orbit_console.ledger.models import Task as LedgerTask
 from orbit_console.lib import strictjson
@@ -260,7 +261,7 @@ def test_a_decision_keeps_when_its_wizard_was_opened_and_what_it_was_made_on(
 ) -> None:
     """Issue 43: the deciding clock starts when the wizard is opened (the waiting clock ends
     there), signed into the pin with the task's last error code and since when it waited, and
-    all of it goes with the decision into the console's record."""
+    all of it goes with the decision into the console's record and insight's fact."""
     task_id = world["tasks"]["needs_review"]
     path = f"/tasks/{task_id}/review"
     parked_at = LedgerTask.objects.get(id=task_id).updated_at
@@ -278,6 +279,9 @@ def test_a_decision_keeps_when_its_wizard_was_opened_and_what_it_was_made_on(
         "connection reset",
     )
     assert submission.waiting_since == parked_at
+    fact = DecisionFact.objects.get(id=submission_id)
+    assert (fact.started_at, fact.error_code) == (submission.started_at, "connection reset")
+    assert fact.outcome == "failed"
 
 
 # --- Review: confirm and submit -----------------------------------------------------------------

@@ -50,6 +50,7 @@ from orbit_console.insight.models import (
     WaitOrigin,
 )
 from orbit_console.lib.errorcodes import error_code
+from orbit_console.lib.live import publish
 
 logger = logging.getLogger("orbit.insight")
 
@@ -77,8 +78,6 @@ class _Announce:
         self.namespace_id = namespace_id
 
     def __call__(self) -> None:
-        from orbit_console.lib.live import publish
-
         publish(
             insight_group(self.namespace_id),
             {"type": INSIGHT_MESSAGE, "namespace_id": self.namespace_id},

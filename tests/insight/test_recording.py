@@ -6,11 +6,14 @@ moment it entered review, its steps' times and its outcome, written in the act's
 with the rollups equal to what the facts make of them. Real decisions services, the embedded
 recovery API in process (a real request through its handler), real SQLite or MariaDB."""
 
+import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
@@ -40,6 +43,7 @@ from orbit_console.insight.models import (
     WaitTally,
 )
 from orbit_console.insight.tallies import day_of, hour_of
+from orbit_console.insight.waiting import insight_group
 from orbit_console.ledger.lifecycle import actor_id_for, attempt_finish, attempt_start
 from orbit_console.ledger.models import AttemptOutcome
 from orbit_console.ledger.models import Task as LedgerTask
@@ -361,3 +365,70 @@ def test_a_decision_rolled_back_leaves_no_fact_and_no_count(
     assert not Wait.objects.filter(namespace_id=namespace).exists()
     assert not DecisionTally.objects.filter(namespace_id=namespace).exists()
     assert not ClockTally.objects.filter(namespace_id=namespace).exists()
+
+
+def test_figures_moved_in_one_transaction_are_told_once_when_it_commits(
+    world: dict[str, Any], people: dict[str, TestPerson]
+) -> None:
+    """Phase 2's live page hears ``insight.changed`` on the namespace's group once per
+    committed transaction that moved its figures: a batch's chunk of three decisions is one
+    message, not three; a rolled back act is none."""
+    namespace = world["namespace_id"]
+    supervisor = people["supervisor"]
+    task_ids = seed_incident(namespace_id=namespace, queue_id=world["queue_id"], count=3)
+
+    def prepared() -> str:
+        batch = batches.batch_create(
+            action="review",
+            created_by=supervisor.user,
+            namespace_id=namespace,
+            selection={"state": "NEEDS_REVIEW"},
+            seen=read_all(supervisor, task_ids),
+        )
+        batches.batch_verify(batch, person=supervisor.user)
+        batches.batch_decide(
+            batch,
+            person=supervisor.user,
+            decision={
+                "reason": "written",
+                "evidence_ref": "INC-8",
+                "outcome": "SUCCEEDED",
+                "result": "{}",
+                "template": False,
+            },
+        )
+        return batches.batch_submit(batch, person=supervisor.user, typed_count=3).id
+
+    def rolled_back() -> None:
+        with contextlib.suppress(RuntimeError), transaction.atomic():
+            proposal_create(
+                action="review",
+                task_id=task_ids[0],
+                namespace_id=namespace,
+                expected_revision="3",
+                body=body(**review_body()),
+                proposed_by=people["operator"].user,
+            )
+            raise RuntimeError
+
+    async def heard() -> list[dict[str, Any]]:
+        layer = get_channel_layer()
+        assert layer is not None
+        channel = await layer.new_channel()
+        await layer.group_add(insight_group(namespace), channel)
+        batch_id = await sync_to_async(prepared)()
+        await drain(layer, channel)  # the selection's own message
+        await sync_to_async(rolled_back)()
+        await sync_to_async(batches.batch_store)(batch_id=batch_id)
+        return await drain(layer, channel)
+
+    assert asyncio.run(heard()) == [{"type": "insight.changed", "namespace_id": namespace}]
+    assert DecisionFact.objects.filter(namespace_id=namespace).count() == 3
+
+
+async def drain(layer: Any, channel: str) -> list[dict[str, Any]]:
+    found = []
+    with contextlib.suppress(TimeoutError):
+        while True:
+            found.append(await asyncio.wait_for(layer.receive(channel), 0.5))
+    return found

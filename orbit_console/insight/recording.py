@@ -22,6 +22,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from orbit_console.decisions.evidence import evidence_link
@@ -43,7 +44,6 @@ from orbit_console.insight.models import (
     BatchFact,
     DecisionFact,
     Outcome,
-    Wait,
     WaitEnd,
     WaitKind,
     WaitOrigin,
@@ -54,6 +54,7 @@ from orbit_console.insight.waiting import (
     wait_decision_started,
     wait_end,
 )
+from orbit_console.lib.rows import Rows
 
 
 def on_record(event: ConsoleEvent) -> None:
@@ -66,23 +67,28 @@ def on_record(event: ConsoleEvent) -> None:
 # --- Decisions --------------------------------------------------------------------------------
 
 
+# Plain SQL over the facts' table (lib/rows.py): a batch's chunk records hundreds at once.
+FACTS = Rows(DecisionFact)
+_FACT_FIELDS = [field.name for field in DecisionFact._meta.concrete_fields if not field.primary_key]
+
+
 def _move(fact_id: str, change: Callable[[DecisionFact], bool]) -> DecisionFact | None:
     """Lock the decision's fact, let ``change`` move it (``False``: nothing changed), and move
     the rollups by what it now adds minus what it added."""
-    fact = DecisionFact.objects.select_for_update().filter(id=fact_id).first()
+    fact = FACTS.one("id = %s", [fact_id], for_update=True)
     if fact is None:
         return None
     before = tallies.of_decision(fact)
     if not change(fact):
         return fact
-    fact.save()
+    FACTS.update(fact, _FACT_FIELDS)
     tallies.moved(before, tallies.of_decision(fact))
     changed(fact.namespace_id)
     return fact
 
 
 def _create(fact: DecisionFact) -> DecisionFact:
-    fact.save(force_insert=True)
+    FACTS.insert(fact)
     tallies.moved(Counter(), tallies.of_decision(fact))
     changed(fact.namespace_id)
     return fact
@@ -107,10 +113,13 @@ def _new_fact(
     handler: str,
     started_at: datetime | None,
     waiting_since: datetime | None,
+    links: bool | None = None,
 ) -> DecisionFact:
     reason = decided.get("reason")
     evidence = decided.get("evidence_ref")
     evidence = evidence if isinstance(evidence, str) else ""
+    if links is None:
+        links = bool(evidence and evidence_link(subject.namespace_id, evidence))
     declared = decided.get("outcome") if subject.action == "review" else ""
     return DecisionFact(
         id=fact_id,
@@ -124,7 +133,7 @@ def _new_fact(
         error_code=error_code,
         reason=reason if isinstance(reason, str) else "",
         evidence_ref=evidence[:EVIDENCE_CHARS],
-        evidence_links=bool(evidence and evidence_link(subject.namespace_id, evidence)),
+        evidence_links=links,
         decided_by_id=decided_by_id,
         waiting_since=waiting_since,
         started_at=started_at,
@@ -134,8 +143,10 @@ def _new_fact(
 
 
 def _started(fact: DecisionFact) -> None:
-    """The decision's task waited until the decision started: its period is opened if no
-    source told of it (from what the decider saw), and its first decision's start kept."""
+    """The decision's task waited until the decision started: its first decision's start is
+    kept on its period, which is opened from what the decider saw if no source told of it —
+    unless since when it waited is not known (a decision made before the console kept it, an
+    Orbit that does not say): then its waiting is counted only if a source told of it."""
     start = fact.started_at or fact.confirmed_at
     if start is None:
         return
@@ -150,13 +161,10 @@ def _started(fact: DecisionFact) -> None:
         handler=fact.handler,
         error_code=fact.error_code,
     )
-    # Since when it waited may not be known (a decision made before the console kept it, an
-    # Orbit that does not say): its waiting is then counted only if a source told of it.
-    told = Wait.objects.filter(task_id=fact.task_id, revision=fact.revision)
-    if fact.waiting_since is None and not told.exists():
-        return
-    wait = wait_decision_started(seen, started_at=start)
-    if not fact.error_code and wait.error_code:
+    wait = wait_decision_started(
+        seen, started_at=start, open_if_untold=fact.waiting_since is not None
+    )
+    if wait is not None and not fact.error_code and wait.error_code:
         fact.error_code = wait.error_code
 
 
@@ -218,6 +226,7 @@ def _stored(event: ConsoleEvent) -> None:
         return
     batch = event.batch
     decided = batch.decided if batch is not None else _body(submission.body)
+    links = _batch_links(batch) if batch is not None else None
     fact = _new_fact(
         submission.id,
         submission,
@@ -228,6 +237,7 @@ def _stored(event: ConsoleEvent) -> None:
         handler=submission.handler,
         started_at=submission.started_at,
         waiting_since=submission.waiting_since,
+        links=links,
     )
     fact.submission_id = submission.id
     fact.stored_at = event.created_at
@@ -336,17 +346,35 @@ def _batch_selected(event: ConsoleEvent) -> None:
     changed(fact.namespace_id)
 
 
-def _batch_confirmed(batch: Batch, moment: datetime) -> BatchFact | None:
+def _batch_confirmed(batch: Batch, moment: datetime) -> None:
     """A batch sent without approval is confirmed when its first task's decision is stored
-    (the confirm step stores the first chunk at once)."""
+    (the confirm step stores the first chunk at once). One conditional statement per task:
+    only the first finds the batch unconfirmed."""
+    confirmed = BatchFact.objects.filter(id=batch.id, confirmed_at__isnull=True)
+    if not confirmed.update(confirmed_at=moment):
+        return
+    fact = BatchFact.objects.get(id=batch.id)
+    before = tallies.of_batch(BatchFact(**{**_fields(fact), "confirmed_at": None}))
+    tallies.moved(before, tallies.of_batch(fact))
+    changed(fact.namespace_id)
 
-    def change(fact: BatchFact) -> bool:
-        if fact.confirmed_at is not None:
-            return False
-        fact.confirmed_at = moment
-        return True
 
-    return _move_batch(batch, change)
+def _fields(fact: BatchFact) -> dict[str, Any]:
+    return {
+        field.attname: getattr(fact, field.attname) for field in BatchFact._meta.concrete_fields
+    }
+
+
+@lru_cache(maxsize=64)
+def _links_of(batch_id: str, namespace_id: str, evidence: str) -> bool:
+    return bool(evidence and evidence_link(namespace_id, evidence))
+
+
+def _batch_links(batch: Batch) -> bool:
+    """Whether the batch's evidence reference links: one look at the namespace's policy per
+    batch, as its decision was made once for all its tasks."""
+    evidence = batch.decided.get("evidence_ref")
+    return _links_of(batch.id, batch.namespace_id, evidence if isinstance(evidence, str) else "")
 
 
 def _batch_proposed(event: ConsoleEvent) -> None:

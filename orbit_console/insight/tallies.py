@@ -7,8 +7,8 @@ takes both back, and a move that changes nothing (an event delivered again, a se
 a decision) changes no row. ``recompute`` sums every fact afresh: the rollups must equal it
 (``manage.py insight check``; tests/insight/test_tallies.py).
 
-Rows are written in one order (their table, then their key), each as one statement that adds
-to the row or inserts it (``_upsert``). Two transactions thus never wait for each other's rows
+Rows are written in one order (their table, then their key), a statement per table that adds
+to each row or inserts it (``_upsert``). Two transactions thus never wait for each other's rows
 in opposite orders within the rollups, and no count is lost to a race of two inserts.
 """
 
@@ -230,36 +230,40 @@ def moved(before: Tallies, after: Tallies) -> None:
 
 
 def apply(change: Tallies) -> None:
-    """Add ``change`` to the rollup rows, in one order, each as an increment."""
+    """Add ``change`` to the rollup rows: one statement per table, its rows in key order."""
+    per_table: dict[str, list[tuple[tuple[Any, ...], int]]] = {}
     for (table, key), delta in sorted(change.items(), key=lambda item: (item[0][0], item[0][1])):
         if delta:
-            _increment(table, key, delta)
-
-
-def _increment(table: str, key: tuple[Any, ...], delta: int) -> None:
-    model, names = TABLES[table]
-    fields = [model._meta.get_field(name) for name in names]
+            per_table.setdefault(table, []).append((key, delta))
     connection = transaction.get_connection()
-    values = [
-        field.get_db_prep_save(value, connection)  # type: ignore[union-attr]
-        for field, value in zip(fields, key, strict=True)
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(_upsert(model, names, connection.vendor), [*values, delta])
+    for table, rows in per_table.items():
+        model, names = TABLES[table]
+        fields = [model._meta.get_field(name) for name in names]
+        values: list[Any] = []
+        for key, delta in rows:
+            values += [
+                field.get_db_prep_save(value, connection)  # type: ignore[union-attr]
+                for field, value in zip(fields, key, strict=True)
+            ]
+            values.append(delta)
+        with connection.cursor() as cursor:
+            cursor.execute(_upsert(model, names, connection.vendor, len(rows)), values)
 
 
 @cache
-def _upsert(model: type[models.Model], names: tuple[str, ...], vendor: str) -> str:
-    """One statement that adds to a row or inserts it: on MySQL/MariaDB an ``INSERT ... ON
-    DUPLICATE KEY UPDATE``, which takes the duplicate row's exclusive lock at once (a plain
-    INSERT that finds a duplicate takes a shared one first, and two transactions that both
-    wait for a third's new row then deadlock upgrading theirs); on SQLite, ``ON CONFLICT``."""
+def _upsert(model: type[models.Model], names: tuple[str, ...], vendor: str, rows: int) -> str:
+    """One statement that adds to ``rows`` rows or inserts them: on MySQL/MariaDB an ``INSERT
+    ... ON DUPLICATE KEY UPDATE``, which takes each duplicate row's exclusive lock at once (a
+    plain INSERT that finds a duplicate takes a shared one first, and two transactions that
+    both wait for a third's new row then deadlock upgrading theirs); on SQLite, ``ON
+    CONFLICT``."""
     quote = transaction.get_connection().ops.quote_name
     columns = [quote(model._meta.get_field(name).column) for name in names]  # type: ignore[union-attr]
     table, n = quote(model._meta.db_table), quote("n")
+    row = f"({', '.join(['%s'] * (len(columns) + 1))})"
     head = (
         f"INSERT INTO {table} ({', '.join(columns)}, {n}) "  # noqa: S608 -- a model's own names
-        f"VALUES ({', '.join(['%s'] * (len(columns) + 1))})"
+        f"VALUES {', '.join([row] * rows)}"
     )
     if vendor == "mysql":
         return f"{head} ON DUPLICATE KEY UPDATE {n} = {n} + VALUES({n})"

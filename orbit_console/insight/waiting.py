@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -51,6 +52,7 @@ from orbit_console.insight.models import (
 )
 from orbit_console.lib.errorcodes import error_code
 from orbit_console.lib.live import publish
+from orbit_console.lib.rows import Rows
 
 logger = logging.getLogger("orbit.insight")
 
@@ -66,11 +68,23 @@ def changed(namespace_id: str) -> None:
     """Tell the namespace's group once the transaction commits — once per transaction, however
     many facts it moved (a batch's chunk moves hundreds)."""
     connection = transaction.get_connection()
-    if connection.in_atomic_block:
-        for _, callback, _ in connection.run_on_commit:
-            if isinstance(callback, _Announce) and callback.namespace_id == namespace_id:
-                return
-    transaction.on_commit(_Announce(namespace_id))
+    if not connection.in_atomic_block:
+        transaction.on_commit(_Announce(namespace_id))
+        return
+    # The callbacks Django holds for this transaction: a list replaced when the transaction
+    # (or a savepoint, dropping its callbacks) ends. Ours are remembered with the list they were
+    # added to, so that a transaction moving hundreds of facts does not look through them all.
+    hooks = connection.run_on_commit
+    marks: tuple[list[Any] | None, set[str]] = getattr(connection, "_insight_told", (None, set()))
+    held, told = marks
+    if held is not hooks:
+        told = {
+            callback.namespace_id for _, callback, _ in hooks if isinstance(callback, _Announce)
+        }
+        connection._insight_told = (hooks, told)  # type: ignore[attr-defined]
+    if namespace_id not in told:
+        transaction.on_commit(_Announce(namespace_id))
+        told.add(namespace_id)
 
 
 class _Announce:
@@ -109,12 +123,12 @@ def wait_deadline_set(*, wait_id: int, deadline: datetime | None) -> Wait:
     """Give an open or ended period another deadline (an objective changed): its counts of
     decisions in time and late move with it."""
     with transaction.atomic():
-        wait = Wait.objects.select_for_update().get(id=wait_id)
+        wait = WAITS.one("id = %s", [wait_id], for_update=True)
+        if wait is None:
+            raise Wait.DoesNotExist(f"no waiting period {wait_id}")
         before = tallies.of_wait(wait)
         wait.deadline = deadline
-        wait.save(update_fields=["deadline"])
-        tallies.moved(before, tallies.of_wait(wait))
-        changed(wait.namespace_id)
+        _save(wait, before, ["deadline"])
     return wait
 
 
@@ -136,58 +150,80 @@ class Waiting:
     error_code: str = ""
 
 
+# Plain SQL over the periods' table (lib/rows.py): a batch's chunk opens hundreds at once.
+WAITS = Rows(Wait)
 _LENGTHS = {"handler": HANDLER_CHARS, "queue_id": 64, "error_code": 64}
 
 
 def _locked(task_id: str, revision: int) -> Wait | None:
-    return Wait.objects.select_for_update().filter(task_id=task_id, revision=revision).first()
+    return WAITS.one("task_id = %s AND revision = %s", [task_id, revision], for_update=True)
 
 
-def wait_open(seen: Waiting, *, ended_at: datetime | None = None, end: str = "") -> Wait:
+def _save(wait: Wait, before: tallies.Tallies, fields: list[str]) -> None:
+    WAITS.update(wait, fields)
+    tallies.moved(before, tallies.of_wait(wait))
+    changed(wait.namespace_id)
+
+
+def wait_open(
+    seen: Waiting,
+    *,
+    ended_at: datetime | None = None,
+    end: str = "",
+    started_at: datetime | None = None,
+) -> Wait:
     """The period ``seen`` tells, opened unless it is known already (then only what it lacked
     is filled in: a handler, a queue, an error code). With ``ended_at``, it is recorded as
-    ended then (a task that moved on before the event that tells its waiting was applied).
-    Part of the caller's transaction (its own when there is none)."""
+    ended then (a task that moved on before the event that tells its waiting was applied);
+    with ``started_at``, a decision about it started then (the first one started is kept: the
+    waiting clock's end). Part of the caller's transaction (its own when there is none)."""
     with transaction.atomic():
         wait = _locked(seen.task_id, seen.revision)
         if wait is None:
-            wait = _insert(seen, ended_at=ended_at, end=end)
+            wait = _insert(seen, ended_at=ended_at, end=end, started_at=started_at)
             if wait is not None:
                 return wait
             wait = _locked(seen.task_id, seen.revision)  # a concurrent writer opened it
             assert wait is not None  # noqa: S101 -- it was there, and periods are never deleted
         before = tallies.of_wait(wait)
-        filled = [
+        fields = [
             name
             for name in ("handler", "queue_id", "error_code")
             if not getattr(wait, name) and getattr(seen, name)
         ]
-        for name in filled:
+        for name in fields:
             setattr(wait, name, getattr(seen, name)[: _LENGTHS[name]])
-        if not filled and (ended_at is None or not wait.is_open):
-            return wait  # told again: nothing to change
+        if started_at is not None and (
+            wait.first_started_at is None or started_at < wait.first_started_at
+        ):
+            wait.first_started_at = max(started_at, wait.entered_at)
+            fields.append("first_started_at")
         if ended_at is not None and wait.is_open:
             sample_before_change(wait.namespace_id)
             _end(wait, max(ended_at, wait.entered_at), end)
-        wait.save()
-        tallies.moved(before, tallies.of_wait(wait))
-        changed(wait.namespace_id)
+            fields += ["ended_at", "end", "open_task"]
+        if fields:  # else told again: nothing changes
+            _save(wait, before, fields)
         return wait
 
 
-def _insert(seen: Waiting, *, ended_at: datetime | None, end: str) -> Wait | None:
+def _insert(
+    seen: Waiting, *, ended_at: datetime | None, end: str, started_at: datetime | None
+) -> Wait | None:
     """A new period (``None`` when a concurrent writer inserted the same one first). A period
     of the task still open at another revision ends: the task moved on from it."""
     if ended_at is None:
         sample_before_change(seen.namespace_id)
     for attempt in (1, 2):
         if ended_at is None:
-            for stale in Wait.objects.select_for_update().filter(open_task=seen.task_id):
-                _end_with_tallies(stale, seen.entered_at, WaitEnd.MOVED)
-        wait = _new(seen, ended_at=ended_at, end=end)
+            for stale in WAITS.many("open_task = %s", [seen.task_id], for_update=True):
+                before = tallies.of_wait(stale)
+                _end(stale, max(seen.entered_at, stale.entered_at), WaitEnd.MOVED)
+                _save(stale, before, ["ended_at", "end", "open_task"])
+        wait = _new(seen, ended_at=ended_at, end=end, started_at=started_at)
         try:
             with transaction.atomic():
-                wait.save(force_insert=True)
+                WAITS.insert(wait)
         except IntegrityError:
             if attempt == 2 or _locked(seen.task_id, seen.revision) is not None:
                 return None
@@ -198,18 +234,21 @@ def _insert(seen: Waiting, *, ended_at: datetime | None, end: str) -> Wait | Non
     return None  # pragma: no cover -- the loop returns
 
 
-def _new(seen: Waiting, *, ended_at: datetime | None, end: str) -> Wait:
+def _new(
+    seen: Waiting, *, ended_at: datetime | None, end: str, started_at: datetime | None
+) -> Wait:
     wait = Wait(
         namespace_id=seen.namespace_id,
-        queue_id=seen.queue_id,
+        queue_id=seen.queue_id[:64],
         task_id=seen.task_id,
         revision=seen.revision,
         kind=seen.kind,
         handler=seen.handler[:HANDLER_CHARS],
-        error_code=seen.error_code,
+        error_code=seen.error_code[:64],
         entered_at=seen.entered_at,
         origin=seen.origin,
         open_task=seen.task_id,
+        first_started_at=max(started_at, seen.entered_at) if started_at else None,
     )
     if ended_at is not None:
         _end(wait, max(ended_at, seen.entered_at), end)
@@ -221,14 +260,6 @@ def _end(wait: Wait, ended_at: datetime, end: str) -> None:
     wait.ended_at, wait.end, wait.open_task = ended_at, end, None
 
 
-def _end_with_tallies(wait: Wait, ended_at: datetime, end: str) -> None:
-    before = tallies.of_wait(wait)
-    _end(wait, ended_at, end)
-    wait.save(update_fields=["ended_at", "end", "open_task"])
-    tallies.moved(before, tallies.of_wait(wait))
-    changed(wait.namespace_id)
-
-
 def wait_end(
     *, task_id: str, ended_at: datetime, end: str, below_revision: int | None = None
 ) -> Wait | None:
@@ -236,32 +267,26 @@ def wait_end(
     ``below_revision``, when given: an event at a revision ends only the periods before it).
     The period ended, or ``None``."""
     with transaction.atomic():
-        wait = Wait.objects.select_for_update().filter(open_task=task_id).first()
+        wait = WAITS.one("open_task = %s", [task_id], for_update=True)
         if wait is None or (below_revision is not None and wait.revision >= below_revision):
             return None
         sample_before_change(wait.namespace_id)
-        _end_with_tallies(wait, max(ended_at, wait.entered_at), end)
-        return wait
-
-
-def wait_decision_started(seen: Waiting, *, started_at: datetime) -> Wait:
-    """A decision about the task at ``seen.revision`` was started at ``started_at``: the period
-    is opened if no source has told of it (from what the decider saw), and its first decision
-    is the earliest started (the waiting clock's end)."""
-    with transaction.atomic():
-        wait = _locked(seen.task_id, seen.revision)
-        if wait is None:
-            wait_open(seen)
-            wait = _locked(seen.task_id, seen.revision)
-            assert wait is not None  # noqa: S101 -- just opened
-        if wait.first_started_at is not None and wait.first_started_at <= started_at:
-            return wait
         before = tallies.of_wait(wait)
-        wait.first_started_at = max(started_at, wait.entered_at)
-        wait.save(update_fields=["first_started_at"])
-        tallies.moved(before, tallies.of_wait(wait))
-        changed(wait.namespace_id)
+        _end(wait, max(ended_at, wait.entered_at), end)
+        _save(wait, before, ["ended_at", "end", "open_task"])
         return wait
+
+
+def wait_decision_started(
+    seen: Waiting, *, started_at: datetime, open_if_untold: bool = True
+) -> Wait | None:
+    """A decision about the task at ``seen.revision`` was started at ``started_at``: its first
+    decision is the earliest started (the waiting clock's end). A period no source told of is
+    opened from what the decider saw, unless ``open_if_untold`` is false (since when it waited
+    is not known): then ``None``."""
+    if not open_if_untold and _locked(seen.task_id, seen.revision) is None:
+        return None
+    return wait_open(seen, started_at=started_at)
 
 
 # --- Samples of what waits ------------------------------------------------------------------
@@ -311,27 +336,38 @@ def ages_at(entered: list[datetime], moment: datetime) -> Ages:
     )
 
 
+# The namespaces whose sample of this hour is known to be stored (committed): their next
+# changes need not look for it.
+_sampled: tuple[datetime | None, set[str]] = (None, set())
+
+
 def sample_before_change(namespace_id: str, *, now: datetime | None = None) -> None:
     """Keep the tasks waiting at the start of this hour, if no change this hour has kept them:
     nothing has changed since that start, so what waits now is what waited then."""
+    global _sampled
     hour = tallies.hour_of(now or timezone.now())
-    if WaitingSample.objects.filter(namespace_id=namespace_id, hour=hour).exists():
+    if _sampled[0] != hour:
+        _sampled = (hour, set())
+    known = _sampled[1]
+    if namespace_id in known:
         return
-    ages = ages_at(entered_times(namespace_id), hour)
-    WaitingSample.objects.bulk_create(
-        [
-            WaitingSample(
-                namespace_id=namespace_id,
-                hour=hour,
-                count=ages.count,
-                capped=ages.capped,
-                p50_ms=_whole(ages.p50_ms),
-                p95_ms=_whole(ages.p95_ms),
-                oldest_ms=_whole(ages.oldest_ms),
-            )
-        ],
-        ignore_conflicts=True,
-    )
+    if not WaitingSample.objects.filter(namespace_id=namespace_id, hour=hour).exists():
+        ages = ages_at(entered_times(namespace_id), hour)
+        WaitingSample.objects.bulk_create(
+            [
+                WaitingSample(
+                    namespace_id=namespace_id,
+                    hour=hour,
+                    count=ages.count,
+                    capped=ages.capped,
+                    p50_ms=_whole(ages.p50_ms),
+                    p95_ms=_whole(ages.p95_ms),
+                    oldest_ms=_whole(ages.oldest_ms),
+                )
+            ],
+            ignore_conflicts=True,
+        )
+    transaction.on_commit(lambda: known.add(namespace_id))
 
 
 def _whole(ms: float | None) -> int | None:

@@ -109,12 +109,10 @@ def _new_fact(
     decided: dict[str, Any],
     decided_by_id: int | None,
     recorded_at: datetime,
-    error_code: str,
-    handler: str,
-    started_at: datetime | None,
-    waiting_since: datetime | None,
     links: bool | None = None,
 ) -> DecisionFact:
+    """The fact of a decision made now, from its proposal or submission: what it was made on
+    (``DecidedOn``) and what was decided (``decided``: the request's body, or the batch's)."""
     reason = decided.get("reason")
     evidence = decided.get("evidence_ref")
     evidence = evidence if isinstance(evidence, str) else ""
@@ -129,14 +127,14 @@ def _new_fact(
         revision=int(subject.expected_revision),
         action=subject.action,
         declared=declared if isinstance(declared, str) else "",
-        handler=handler[:HANDLER_CHARS],
-        error_code=error_code,
+        handler=subject.handler[:HANDLER_CHARS],
+        error_code=subject.last_error_code,
         reason=reason if isinstance(reason, str) else "",
         evidence_ref=evidence[:EVIDENCE_CHARS],
         evidence_links=links,
         decided_by_id=decided_by_id,
-        waiting_since=waiting_since,
-        started_at=started_at,
+        waiting_since=subject.waiting_since,
+        started_at=subject.started_at,
         recorded_at=recorded_at,
         outcome=Outcome.SENDING,
     )
@@ -177,10 +175,6 @@ def _proposed(event: ConsoleEvent) -> None:
         decided=_body(proposal.body),
         decided_by_id=proposal.proposed_by_id,
         recorded_at=event.created_at,
-        error_code=proposal.last_error_code,
-        handler=proposal.handler,
-        started_at=proposal.started_at,
-        waiting_since=proposal.waiting_since,
     )
     fact.proposal_id = proposal.id
     fact.proposed_at = event.created_at
@@ -193,14 +187,7 @@ def _proposal_closed(outcome: str) -> Callable[[ConsoleEvent], None]:
     def close(event: ConsoleEvent) -> None:
         proposal = event.proposal
         assert proposal is not None  # noqa: S101 -- a proposal's entry
-
-        def change(fact: DecisionFact) -> bool:
-            if fact.outcome != Outcome.PENDING:
-                return False
-            fact.outcome, fact.settled_at = outcome, proposal.decided_at or event.created_at
-            return True
-
-        _move(proposal.id, change)
+        _settle(proposal.id, proposal.decided_at or event.created_at, outcome)
 
     return close
 
@@ -233,10 +220,6 @@ def _stored(event: ConsoleEvent) -> None:
         decided=decided,
         decided_by_id=submission.created_by_id,
         recorded_at=event.created_at,
-        error_code=submission.last_error_code,
-        handler=submission.handler,
-        started_at=submission.started_at,
-        waiting_since=submission.waiting_since,
         links=links,
     )
     fact.submission_id = submission.id
@@ -255,22 +238,48 @@ def _fact_of(submission: Submission) -> str:
     return submission.proposal_id or submission.id
 
 
-def _applied(event: ConsoleEvent) -> None:
-    submission = event.submission
-    assert submission is not None  # noqa: S101 -- a submission's entry
+def _settle(
+    fact_id: str,
+    at: datetime,
+    outcome: str | Callable[[DecisionFact], str],
+    *,
+    applied: bool = False,
+    successor: str = "",
+) -> DecisionFact | None:
+    """The decision reached its final ``outcome`` (or the one ``outcome`` gives it) ``at``;
+    nothing changes for one that had (the first definite answer stands)."""
 
     def change(fact: DecisionFact) -> bool:
         if fact.outcome in SETTLED:
             return False
-        if fact.action == "review":
-            fact.outcome = Outcome.FAILED if fact.declared == "FAILED" else Outcome.SUCCEEDED
-        else:
-            fact.outcome = Outcome.RETRIED
-            fact.successor_task_id = submission.result_task_id
-        fact.applied_at = fact.settled_at = submission.resolved_at or event.created_at
+        fact.outcome = outcome(fact) if callable(outcome) else outcome
+        fact.settled_at = at
+        if applied:
+            fact.applied_at = at
+        if successor:
+            fact.successor_task_id = successor
         return True
 
-    fact = _move(_fact_of(submission), change)
+    return _move(fact_id, change)
+
+
+def _as_applied(fact: DecisionFact) -> str:
+    if fact.action == "retry":
+        return Outcome.RETRIED
+    return Outcome.FAILED if fact.declared == "FAILED" else Outcome.SUCCEEDED
+
+
+def _applied(event: ConsoleEvent) -> None:
+    submission = event.submission
+    assert submission is not None  # noqa: S101 -- a submission's entry
+    at = submission.resolved_at or event.created_at
+    fact = _settle(
+        _fact_of(submission),
+        at,
+        _as_applied,
+        applied=True,
+        successor=submission.result_task_id,
+    )
     if fact is not None and fact.applied_at is not None:
         # The task no longer waits: reviewed, or retried (the stream may have said so first).
         end = WaitEnd.REVIEWED if fact.action == "review" else WaitEnd.RETRIED
@@ -285,15 +294,7 @@ def _applied(event: ConsoleEvent) -> None:
 def _refused(event: ConsoleEvent) -> None:
     submission = event.submission
     assert submission is not None  # noqa: S101 -- a submission's entry
-
-    def change(fact: DecisionFact) -> bool:
-        if fact.outcome in SETTLED:
-            return False
-        fact.outcome = Outcome.REFUSED
-        fact.settled_at = submission.resolved_at or event.created_at
-        return True
-
-    _move(_fact_of(submission), change)
+    _settle(_fact_of(submission), submission.resolved_at or event.created_at, Outcome.REFUSED)
 
 
 def _followed(event: ConsoleEvent) -> None:
@@ -430,14 +431,7 @@ def _batch_cancelled(event: ConsoleEvent) -> None:
         batch_item__batch=batch, state=SubmissionState.CANCELLED
     ).values_list("id", flat=True)
     for submission_id in sorted(cancelled):
-
-        def change(fact: DecisionFact) -> bool:
-            if fact.outcome in SETTLED:
-                return False
-            fact.outcome, fact.settled_at = Outcome.CANCELLED, event.created_at
-            return True
-
-        _move(submission_id, change)
+        _settle(submission_id, event.created_at, Outcome.CANCELLED)
 
 
 def _batch_finished(event: ConsoleEvent) -> None:

@@ -41,32 +41,19 @@ from orbit_console.insight.models import (
 Key = tuple[str, tuple[Any, ...]]
 Tallies = Counter[Key]
 
+
+def _keyed(model: type[models.Model]) -> tuple[type[models.Model], tuple[str, ...]]:
+    """A rollup model and its key: the fields of its one unique constraint, in order."""
+    (unique,) = model._meta.constraints
+    assert isinstance(unique, models.UniqueConstraint)  # noqa: S101 -- the rollups' one shape
+    return model, tuple(unique.fields)
+
+
 TABLES: dict[str, tuple[type[models.Model], tuple[str, ...]]] = {
-    "clock": (
-        ClockTally,
-        ("namespace_id", "grain", "start", "clock", "queue_id", "bucket"),
-    ),
-    "decision": (
-        DecisionTally,
-        ("namespace_id", "grain", "start", "queue_id", "action", "outcome"),
-    ),
-    "precedent": (
-        PrecedentTally,
-        ("namespace_id", "handler", "error_code", "start", "queue_id", "action", "outcome"),
-    ),
-    "wait": (
-        WaitTally,
-        (
-            "namespace_id",
-            "grain",
-            "start",
-            "handler",
-            "queue_id",
-            "error_code",
-            "kind",
-            "event",
-        ),
-    ),
+    "clock": _keyed(ClockTally),
+    "decision": _keyed(DecisionTally),
+    "precedent": _keyed(PrecedentTally),
+    "wait": _keyed(WaitTally),
 }
 
 # The clocks (docs/insight.md): waiting (entered review → first decision started), deciding

@@ -8,24 +8,17 @@ endpoint: no error code), refuse the task to the feed's credential (the period o
 the event says), and list what is in NEEDS_REVIEW for the backfill — or not list at all."""
 
 import asyncio
-import contextlib
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.utils import timezone
 
-from orbit_console.feed.consumer import Feed
-from orbit_console.feed.models import Leadership, Source
+from orbit_console.feed.models import Source
 from orbit_console.insight.models import Backfill, Wait
 from orbit_console.lib.ids import new_id
-from orbit_console.lib.secretbox import seal
 from tests.insight.conftest import assert_rollups_match
+from tests.support.feeding import consumed, feeding, until
 from tests.support.hostile import Answer, HostileOrbit, delivery, event, hostile_orbit, task
-
-WAIT = 40.0  # generous: two cores and other suites at once; never a timing assertion
 
 
 @pytest.fixture
@@ -36,43 +29,7 @@ def hostile() -> Iterator[HostileOrbit]:
 
 @pytest.fixture
 def source(settings: Any, hostile: HostileOrbit, live_db: None) -> Iterator[Source]:
-    settings.ORBIT_API_URL = hostile.url
-    settings.ORBIT_API_EMBEDDED = False
-    settings.CONSOLE_FEED_LEASE_SECONDS = 1
-    Source.objects.all().delete()
-    Leadership.objects.all().delete()
-    consumed = Source.objects.create(
-        namespace_id=new_id(),
-        subscription_id=hostile.subscription_id,
-        token_ciphertext=seal("external-token"),
-        label="external",
-        created_at=timezone.now(),
-    )
-    yield consumed
-    Source.objects.filter(id=consumed.id).delete()
-    Leadership.objects.all().delete()
-
-
-@contextlib.asynccontextmanager
-async def feeding() -> AsyncIterator[Feed]:
-    stop = asyncio.Event()
-    feed = Feed(stop)
-    running = asyncio.create_task(feed.run())
-    try:
-        yield feed
-    finally:
-        stop.set()
-        await asyncio.wait_for(running, WAIT)
-
-
-async def until[T](read: Callable[[], T], check: Callable[[T], bool], what: str) -> T:
-    deadline = time.monotonic() + WAIT
-    while True:
-        value = await sync_to_async(read)()
-        if check(value):
-            return value
-        assert time.monotonic() < deadline, f"{what}: still {value!r}"
-        await asyncio.sleep(0.1)
+    yield from consumed(settings, hostile)
 
 
 def parked(task_id: str, namespace: str, **fields: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from orbit_console.decisions.batches import Seen
 from orbit_console.decisions.batchworker import work_batches
 from orbit_console.decisions.evidence import evidence_policy_set
 from orbit_console.decisions.followups import followup_observe
-from orbit_console.decisions.models import BatchState, SubmissionState
+from orbit_console.decisions.models import Batch, BatchState, SubmissionState
 from orbit_console.decisions.proposals import (
     expire_due,
     proposal_approve,
@@ -278,6 +278,32 @@ def read_all(person: TestPerson, task_ids: list[str]) -> list[Seen]:
     return async_to_sync(each)()
 
 
+def decided_batch(
+    namespace: str, author: TestPerson, reader: TestPerson, task_ids: list[str]
+) -> Batch:
+    """A review batch of ``task_ids`` selected (read with ``reader``'s credential), verified and
+    decided by ``author``: the confirm step is the caller's."""
+    batch = batches.batch_create(
+        action="review",
+        created_by=author.user,
+        namespace_id=namespace,
+        selection={"state": "NEEDS_REVIEW"},
+        seen=read_all(reader, task_ids),
+    )
+    batches.batch_verify(batch, person=author.user)
+    return batches.batch_decide(
+        batch,
+        person=author.user,
+        decision={
+            "reason": "broker outage INC-7: written",
+            "evidence_ref": "INC-7",
+            "outcome": "SUCCEEDED",
+            "result": '{"ok":true}',
+            "template": False,
+        },
+    )
+
+
 def test_a_batch_is_one_decision_per_task_and_one_batch(
     world: dict[str, Any], people: dict[str, TestPerson], settings: Any
 ) -> None:
@@ -288,25 +314,7 @@ def test_a_batch_is_one_decision_per_task_and_one_batch(
     namespace = world["namespace_id"]
     operator, supervisor = people["operator"], people["supervisor"]
     task_ids = seed_incident(namespace_id=namespace, queue_id=world["queue_id"], count=3)
-    batch = batches.batch_create(
-        action="review",
-        created_by=operator.user,
-        namespace_id=namespace,
-        selection={"state": "NEEDS_REVIEW"},
-        seen=read_all(supervisor, task_ids),
-    )
-    batches.batch_verify(batch, person=operator.user)
-    batches.batch_decide(
-        batch,
-        person=operator.user,
-        decision={
-            "reason": "broker outage INC-7: written",
-            "evidence_ref": "INC-7",
-            "outcome": "SUCCEEDED",
-            "result": '{"ok":true}',
-            "template": False,
-        },
-    )
+    batch = decided_batch(namespace, operator, supervisor, task_ids)
     batch = batches.batch_submit(batch, person=operator.user, typed_count=3)
     assert batch.state == BatchState.PROPOSED
     batch = batches.batch_approve(batch_id=batch.id, approver=supervisor.user)
@@ -378,25 +386,7 @@ def test_figures_moved_in_one_transaction_are_told_once_when_it_commits(
     task_ids = seed_incident(namespace_id=namespace, queue_id=world["queue_id"], count=3)
 
     def prepared() -> str:
-        batch = batches.batch_create(
-            action="review",
-            created_by=supervisor.user,
-            namespace_id=namespace,
-            selection={"state": "NEEDS_REVIEW"},
-            seen=read_all(supervisor, task_ids),
-        )
-        batches.batch_verify(batch, person=supervisor.user)
-        batches.batch_decide(
-            batch,
-            person=supervisor.user,
-            decision={
-                "reason": "written",
-                "evidence_ref": "INC-8",
-                "outcome": "SUCCEEDED",
-                "result": "{}",
-                "template": False,
-            },
-        )
+        batch = decided_batch(namespace, supervisor, supervisor, task_ids)
         return batches.batch_submit(batch, person=supervisor.user, typed_count=3).id
 
     def rolled_back() -> None:

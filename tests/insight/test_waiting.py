@@ -13,8 +13,9 @@ credential, apply in the inbox's transaction — and acknowledged after the comm
 """
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -105,6 +106,16 @@ def run_task(world: dict[str, Any], outcome: str, error: str) -> str:
     return task.id
 
 
+@contextlib.asynccontextmanager
+async def reading(source: Source) -> AsyncIterator[Reader]:
+    """What the feed reads again with the source's credential, for a test's scenario."""
+    reader = Reader(source)
+    try:
+        yield reader
+    finally:
+        await reader.aclose()
+
+
 async def take(
     stream: EventStreamConnection, reader: Reader, kind: str, task_id: str, *, ack: bool = True
 ) -> tuple[Delivery, str]:
@@ -132,8 +143,7 @@ def test_a_parked_task_waits_from_its_event_until_its_review_and_a_redelivery_co
     admin = world["tokens"]["admin"]
 
     async def scenario() -> None:
-        reader = Reader(source)
-        try:
+        async with reading(source) as reader:
             async with await source_stream(source) as stream:
                 task_id = await sync_to_async(run_task)(
                     world, AttemptOutcome.UNKNOWN, "disk full: /var/spool is full"
@@ -161,8 +171,6 @@ def test_a_parked_task_waits_from_its_event_until_its_review_and_a_redelivery_co
             wait = await Wait.objects.aget(task_id=task_id)
             assert (wait.end, wait.ended_at) == ("reviewed", reviewed.event.occurred_at)
             assert wait.open_task is None
-        finally:
-            await reader.aclose()
 
     async_to_sync(scenario)()
     assert entered(namespace) == 1
@@ -182,8 +190,7 @@ def test_a_task_failed_by_execution_waits_for_a_retry_until_it_is_retried(
     namespace = world["namespace_id"]
 
     async def scenario() -> None:
-        reader = Reader(source)
-        try:
+        async with reading(source) as reader:
             async with await source_stream(source) as stream:
                 task_id = await sync_to_async(run_task)(
                     world, AttemptOutcome.FAILED, "SMTP 451: try again later"
@@ -198,8 +205,6 @@ def test_a_task_failed_by_execution_waits_for_a_retry_until_it_is_retried(
                 await take(stream, reader, "task.accepted", receipt.task.id)
             wait = await Wait.objects.aget(task_id=task_id)
             assert (wait.end, wait.open_task) == ("retried", None)
-        finally:
-            await reader.aclose()
 
     async_to_sync(scenario)()
     assert entered(namespace) == 1

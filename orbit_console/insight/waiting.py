@@ -193,8 +193,12 @@ def wait_open(
         ]
         for name in fields:
             setattr(wait, name, getattr(seen, name)[: _LENGTHS[name]])
-        if started_at is not None and (
-            wait.first_started_at is None or started_at < wait.first_started_at
+        # A decision started after the period ended (another client decided first) did not
+        # end its waiting.
+        if (
+            started_at is not None
+            and (wait.first_started_at is None or started_at < wait.first_started_at)
+            and (wait.ended_at is None or started_at <= wait.ended_at)
         ):
             wait.first_started_at = max(started_at, wait.entered_at)
             fields.append("first_started_at")

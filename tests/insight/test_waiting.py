@@ -34,7 +34,13 @@ from orbit_console.feed.models import Source
 from orbit_console.feed.sources import source_stream
 from orbit_console.insight import waiting
 from orbit_console.insight.models import Backfill, Wait, WaitingSample, WaitTally
-from orbit_console.insight.waiting import Waiting, backfill, wait_open
+from orbit_console.insight.waiting import (
+    Waiting,
+    backfill,
+    wait_decision_started,
+    wait_end,
+    wait_open,
+)
 from orbit_console.ledger.lifecycle import (
     RetryPolicy,
     actor_id_for,
@@ -255,3 +261,31 @@ def test_the_backfill_opens_what_already_waits_and_ends_what_no_longer_does_once
     done = Backfill.objects.get(namespace_id=namespace, subscription_id=source.subscription_id)
     assert (done.listed, done.capped, done.opened, done.closed) == (3, True, 3, 1)
     assert_rollups_match(namespace)
+
+
+def test_the_first_decision_started_while_the_task_waited_ends_its_waiting(live_db: None) -> None:
+    """The waiting clock ends at the earliest decision started while the task waited; one
+    started after another client's decision ended the waiting does not move it."""
+    namespace, task_id = new_id(), new_id()
+    parked = timezone.now() - timedelta(hours=3)
+    seen = Waiting(
+        namespace_id=namespace,
+        task_id=task_id,
+        revision=3,
+        kind="review",
+        entered_at=parked,
+        origin="stream",
+    )
+    wait_open(seen)
+    wait_decision_started(seen, started_at=parked + timedelta(hours=2))
+    wait_decision_started(seen, started_at=parked + timedelta(hours=1))
+    wait_end(task_id=task_id, ended_at=parked + timedelta(hours=2, minutes=30), end="reviewed")
+    wait_decision_started(seen, started_at=parked + timedelta(hours=2, minutes=45))
+    wait = Wait.objects.get(task_id=task_id)
+    assert wait.first_started_at == parked + timedelta(hours=1)
+    assert_rollups_match(namespace)
+    again = Waiting(**{**seen.__dict__, "task_id": new_id()})
+    wait_open(again)
+    wait_end(task_id=again.task_id, ended_at=parked + timedelta(hours=1), end="moved")
+    wait_decision_started(again, started_at=parked + timedelta(hours=2))
+    assert Wait.objects.get(task_id=again.task_id).first_started_at is None

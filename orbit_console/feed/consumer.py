@@ -8,12 +8,13 @@ event once.
 
 For each event, as the handbook asks:
 
-1. read again what the event prompts (I3): the task, when a decision of the console follows it,
-   with the stream's own credential; and, against an external Orbit, the audit record the
-   event names, for the live timelines and work-queue rows;
+1. read again what the event prompts (I3): the task, when a decision of the console follows it
+   or a listener asks (``listen_to_events``: insight), and its newest attempt when a listener
+   asks, with the stream's own credential; and, against an external Orbit, the audit record
+   the event names, for the live timelines and work-queue rows;
 2. in one transaction, record the event's id in the inbox and apply its effect (the follow-ups
-   move; the live pushes are scheduled for the commit) — or, when the inbox has it already
-   (a delivery that came again), nothing;
+   move, the listeners apply it; the live pushes are scheduled for the commit) — or, when the
+   inbox has it already (a delivery that came again), nothing;
 3. acknowledge it, after the commit.
 
 A consumer that dies between 2 and 3 gets the delivery again after its lease (or at once, when

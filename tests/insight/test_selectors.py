@@ -235,6 +235,7 @@ def test_waiting_now_is_exact_and_says_at_least_past_the_cap(
     settings.INSIGHT_WAITING_CAP = 3
     (capped,) = selectors.waiting_now([namespace], now=NOW)
     assert (capped.count, capped.capped, capped.p50_ms, capped.oldest_ms) == (3, True, None, 80 * m)
+    assert selectors.waiting_counts([namespace]) == {namespace: 5}  # a gauge's: whole
 
 
 def test_waiting_over_time_at_each_hour_from_the_samples(

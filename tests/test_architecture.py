@@ -28,7 +28,7 @@ ALLOWED = {
     "people": {"client", "ledger", "lib"},
     "signin": {"ledger", "lib", "ops", "people"},
     "decisions": {"audit", "client", "lib", "ops", "people"},
-    "feed": {"client", "decisions", "ledger", "lib", "people"},
+    "feed": {"client", "decisions", "ledger", "lib", "ops", "people"},
     "console": {
         "audit",
         "client",

@@ -86,6 +86,7 @@ from orbit_console.feed.sources import (
 )
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import OPERATION_MESSAGE, publish_on_commit, task_group
+from orbit_console.ops.loops import Heartbeat
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
 
@@ -389,9 +390,14 @@ class Feed:
     """What one candidate process runs: the lease, a consumer per source while it holds it,
     and the follow-ups' looks while no live stream covers their namespace."""
 
-    def __init__(self, stop: asyncio.Event, *, holder: str | None = None) -> None:
+    def __init__(
+        self, stop: asyncio.Event, *, holder: str | None = None, heartbeat: Heartbeat | None = None
+    ) -> None:
         self.stop = stop
         self.holder = holder or holder_name()
+        # ``feed run --health-port``: a round beats when the lease could be read (consuming or
+        # standing by alike); a process that cannot read it for long is not ready.
+        self.heartbeat = heartbeat
         self.consumers: dict[str, asyncio.Task[None]] = {}
         # What each consumer was started with: a source added again (another subscription or
         # token) is consumed afresh, a source removed is no longer consumed.
@@ -420,9 +426,14 @@ class Feed:
     async def _round(self) -> None:
         try:
             leading = await sync_to_async(leadership_hold)(self.holder)
-        except Exception:
+        except Exception as failed:
             logger.exception("feed: the lease could not be read")
+            if self.heartbeat is not None:
+                self.heartbeat.failed(failed)
             leading = False
+        else:
+            if self.heartbeat is not None:
+                self.heartbeat.beat()
         if leading != self.leading:
             logger.info("feed: %s %s", self.holder, "consumes" if leading else "stands by")
         self.leading = leading
@@ -619,7 +630,7 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
 
 
-async def run_feed(stop: asyncio.Event) -> None:
+async def run_feed(stop: asyncio.Event, *, heartbeat: Heartbeat | None = None) -> None:
     """A candidate to consume Orbit's events, until ``stop`` (a service of ``ops/background``,
-    and ``manage.py feed run``)."""
-    await Feed(stop).run()
+    and ``manage.py feed run``, whose ``heartbeat`` beats at each round that read the lease)."""
+    await Feed(stop, heartbeat=heartbeat).run()

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "orbit_console.console",
     "orbit_console.timeline",
     "orbit_console.notifications",
+    "orbit_console.insight",
     "orbit_console.keys",
 ]
 
@@ -551,6 +552,13 @@ ORBIT_EVENTS_MAX_FRAME_BYTES = env_int("ORBIT_EVENTS_MAX_FRAME_BYTES", 64 * 1024
 # stream's retention, by default; a page still reads the task when shown.
 CONSOLE_FOLLOW_HOURS = env_int("CONSOLE_FOLLOW_HOURS", 7 * 24, minimum=1)
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
+
+# Insight (docs/insight.md): at most this many tasks waiting now are read for their ages (past
+# it a count says "at least"); the backfill lists at most this many tasks in NEEDS_REVIEW; and
+# precedent looks this many days back.
+INSIGHT_WAITING_CAP = env_int("INSIGHT_WAITING_CAP", 10_000, minimum=1)
+INSIGHT_BACKFILL_MAX = env_int("INSIGHT_BACKFILL_MAX", 10_000, minimum=0)
+INSIGHT_PRECEDENT_DAYS = env_int("INSIGHT_PRECEDENT_DAYS", 180, minimum=1)
 
 # Readable names (docs/console.md "Names instead of ids"): JSON objects of namespace ids and of
 # platform actor ids (workers, schedulers, services: actors that are no console person) to the

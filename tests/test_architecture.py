@@ -42,6 +42,7 @@ ALLOWED = {
     },
     "timeline": {"client", "console", "decisions", "feed", "lib", "ops", "people"},
     "notifications": {"audit", "decisions", "ledger", "lib", "ops", "people"},
+    "insight": {"client", "decisions", "feed", "lib"},
     "keys": {"audit", "decisions", "feed", "ledger", "lib", "ops", "people"},
 }
 

@@ -130,13 +130,17 @@ def due(
     now: datetime,
     *,
     limit: int = DUE_ROWS,
+    endpoint_id: str | None = None,
     skip_endpoints: Collection[str] = (),
     skip_messages: Collection[str] = (),
 ) -> list[WebhookMessage]:
-    """The oldest due messages of active endpoints (leases that ran out included)."""
+    """The oldest due messages of active endpoints (leases that ran out included), of one
+    endpoint with ``endpoint_id`` (an index of its own finds them, however long the queue)."""
     found = WebhookMessage.objects.filter(
         state=MessageState.PENDING, next_at__lte=now, endpoint__active=True
     )
+    if endpoint_id is not None:
+        found = found.filter(endpoint_id=endpoint_id)
     if skip_endpoints:
         found = found.exclude(endpoint_id__in=list(skip_endpoints))
     if skip_messages:
@@ -173,24 +177,44 @@ def outgoing(message: WebhookMessage, at: datetime) -> Outgoing:
     )
 
 
+@dataclass
+class Claims:
+    """What ``claim_due`` took, and the endpoints it left at their limit: more of theirs may
+    be due."""
+
+    outs: list[Outgoing]
+    limited: set[str]
+
+
 def claim_due(
     now: datetime,
     *,
     slots: int,
     in_flight: Mapping[str, int],
     skip_messages: Collection[str] = (),
-) -> list[Outgoing]:
+    endpoint_id: str | None = None,
+) -> Claims:
     """Claim up to ``slots`` due messages, oldest first, at most
     ``CONSOLE_WEBHOOK_ENDPOINT_CONCURRENCY`` per endpoint counting ``in_flight`` (attempts
     already under way, by endpoint): an endpoint with a backlog takes its few, and the others'
-    messages are found behind it."""
+    messages are found behind it. Only those of ``endpoint_id`` when it is given (one of its
+    attempts ended: the worker fills that endpoint's slots and looks no further)."""
     per_endpoint = settings.CONSOLE_WEBHOOK_ENDPOINT_CONCURRENCY
     taken: Counter[str] = Counter(in_flight)
     skip = set(skip_messages)
     claimed: list[Outgoing] = []
     while len(claimed) < slots:
         full = [endpoint for endpoint, n in taken.items() if n >= per_endpoint]
-        rows = due(now, skip_endpoints=full, skip_messages=skip)
+        if endpoint_id in full:
+            break
+        # No more rows than could be claimed: a freed slot reads one row, not a page.
+        room = slots - len(claimed)
+        if endpoint_id is not None:
+            room = min(room, per_endpoint - taken[endpoint_id])
+        limit = min(DUE_ROWS, room)
+        rows = due(
+            now, limit=limit, endpoint_id=endpoint_id, skip_endpoints=full, skip_messages=skip
+        )
         for message in rows:
             skip.add(message.id)
             if len(claimed) >= slots or taken[message.endpoint_id] >= per_endpoint:
@@ -199,9 +223,10 @@ def claim_due(
             if claim(message, at):
                 claimed.append(outgoing(message, at))
                 taken[message.endpoint_id] += 1
-        if len(rows) < DUE_ROWS:
+        if len(rows) < limit:
             break
-    return claimed
+    limited = {endpoint for endpoint, n in taken.items() if n >= per_endpoint}
+    return Claims(claimed, limited)
 
 
 # --- The attempt --------------------------------------------------------------------------------

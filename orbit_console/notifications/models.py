@@ -166,7 +166,11 @@ class WebhookMessage(models.Model):
                 fields=["endpoint", "notification"], name="one_message_per_endpoint"
             )
         ]
-        indexes = [models.Index(fields=["state", "next_at"], name="webhook_due")]
+        indexes = [
+            models.Index(fields=["state", "next_at"], name="webhook_due"),
+            # One endpoint's due messages, found at once behind another endpoint's backlog.
+            models.Index(fields=["endpoint", "state", "next_at"], name="webhook_due_by_endpoint"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} to {self.endpoint_id}: {self.state}"

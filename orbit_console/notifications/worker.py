@@ -66,28 +66,47 @@ class Worker:
         self.in_flight: dict[str, tuple[str, asyncio.Task[None]]] = {}
         # Messages not to claim again in this run (``once``: each is tried once).
         self.tried: set[str] | None = None
-        self.changed = asyncio.Event()  # woken, or an attempt ended: look again
+        # What the next pass looks at: every endpoint (after a wake-up, a poll, or when every
+        # slot was taken), else only the endpoints whose slot an ended attempt freed.
+        self.look_everywhere = True
+        self.freed: set[str] = set()
+        # Endpoints at their limit when last looked at: more of theirs may be due.
+        self.waiting: set[str] = set()
+        self.changed = asyncio.Event()  # something for the next pass
         self.mail_due = asyncio.Event()
         self.mail_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifier-mail")
 
     # --- Webhooks ---------------------------------------------------------------------------
 
-    async def dispatch(self, client: httpx.AsyncClient) -> int:
-        """Claim what is due into the free slots and start each attempt; how many started."""
+    async def dispatch(self, client: httpx.AsyncClient, endpoint_id: str | None = None) -> int:
+        """Claim what is due (of one endpoint with ``endpoint_id``) into the free slots and
+        start each attempt; how many started."""
         slots = settings.CONSOLE_WEBHOOK_CONCURRENCY - len(self.in_flight)
         if slots <= 0:
             return 0
         busy = Counter(endpoint for endpoint, _ in self.in_flight.values())
         skip = set(self.in_flight) | (self.tried or set())
-        claimed = await sync_to_async(delivery.claim_due)(
-            self.clock(), slots=slots, in_flight=busy, skip_messages=skip
+        claims = await sync_to_async(delivery.claim_due)(
+            self.clock(), slots=slots, in_flight=busy, skip_messages=skip, endpoint_id=endpoint_id
         )
-        for out in claimed:
+        for out in claims.outs:
             if self.tried is not None:
                 self.tried.add(out.message_id)
             task = asyncio.create_task(self._attempt(client, out))
             self.in_flight[out.message_id] = (out.endpoint_id, task)
-        return len(claimed)
+        if endpoint_id is None:
+            self.waiting = claims.limited
+        elif endpoint_id in claims.limited:
+            self.waiting.add(endpoint_id)
+        else:
+            self.waiting.discard(endpoint_id)
+        # Attempts that ended while this look was under way freed slots it did not count.
+        busy = Counter(endpoint for endpoint, _ in self.in_flight.values())
+        limit = settings.CONSOLE_WEBHOOK_ENDPOINT_CONCURRENCY
+        if any(busy[endpoint] < limit for endpoint in self.waiting):
+            self.freed |= {endpoint for endpoint in self.waiting if busy[endpoint] < limit}
+            self.changed.set()
+        return len(claims.outs)
 
     async def _attempt(self, client: httpx.AsyncClient, out: delivery.Outgoing) -> None:
         try:
@@ -97,8 +116,22 @@ class Worker:
             # The database away: the claim's lease runs out and the message is tried again.
             logger.exception("webhook message %s: try %s not recorded", out.message_id, out.number)
         finally:
-            self.in_flight.pop(out.message_id, None)
-            self.changed.set()
+            self._freed(out)
+
+    def _freed(self, out: delivery.Outgoing) -> None:
+        """An attempt ended. Its slot is worth filling only where something may wait for it:
+        anywhere when every slot was taken, else its endpoint when that was at its limit at
+        the last look (which took all of the endpoint's due messages it could). A message that
+        becomes due later comes with a wake-up or the next poll."""
+        every_slot = len(self.in_flight) >= settings.CONSOLE_WEBHOOK_CONCURRENCY
+        self.in_flight.pop(out.message_id, None)
+        if every_slot:
+            self.look_everywhere = True
+        elif out.endpoint_id in self.waiting:
+            self.freed.add(out.endpoint_id)
+        else:
+            return
+        self.changed.set()
 
     async def settle(self) -> None:
         """Wait for every attempt under way (each ends by its deadline) to be recorded."""
@@ -135,6 +168,7 @@ class Worker:
 
     def woken(self) -> None:
         """On the loop: something new to send."""
+        self.look_everywhere = True
         self.changed.set()
         self.mail_due.set()
 
@@ -211,7 +245,13 @@ class Worker:
                     # retire is closed, and the next query opens a fresh one.
                     await sync_to_async(close_old_connections)()
                     await sync_to_async(scans.scan)(timezone.now())
-                await self.dispatch(client)
+                    self.look_everywhere = True
+                if self.look_everywhere:
+                    self.look_everywhere = False
+                    self.freed.clear()
+                    await self.dispatch(client)
+                while self.freed:
+                    await self.dispatch(client, self.freed.pop())
             except Exception as error:
                 failures += 1
                 logger.exception("a notification pass failed")

@@ -92,9 +92,14 @@ def test_a_dripping_and_a_hanging_receiver_delay_neither_a_healthy_one_nor_email
 
     healthy = receivers["healthy"]
     assert wait_for(lambda: len(healthy.verified) == 2 and len(smtp.messages) == 2, 30)
+    assert wait_for(
+        lambda: all(
+            the_try(endpoints[name], first.id).finished_at is not None
+            for name in ("dripping", "hanging")
+        ),
+        30,
+    )
     drip = the_try(endpoints["dripping"], first.id)
-    assert wait_for(lambda: the_try(endpoints["dripping"], first.id).finished_at is not None, 30)
-    drip.refresh_from_db()
     hang = the_try(endpoints["hanging"], first.id)
 
     # The second message to the healthy receiver and its email went out while the first
@@ -148,12 +153,44 @@ def test_an_endpoint_with_a_backlog_takes_its_share_and_the_others_are_found_beh
         propose(author, namespace)
     now = timezone.now()
 
-    first = delivery.claim_due(now, slots=32, in_flight={})
-    by_endpoint = Counter(out.endpoint_id for out in first)
-    assert by_endpoint == {busy.id: 2, other.id: 2}
+    def claim(**options: Any) -> Counter[str]:
+        claims = delivery.claim_due(now, **{"slots": 32, "in_flight": {}, **options})
+        return Counter(out.endpoint_id for out in claims.outs)
+
+    assert claim() == {busy.id: 2, other.id: 2}
     # One of each under way: the busy endpoint has one slot left, the other one too.
-    again = delivery.claim_due(now, slots=32, in_flight={busy.id: 1, other.id: 1})
-    assert Counter(out.endpoint_id for out in again) == {busy.id: 1, other.id: 1}
-    assert not delivery.claim_due(now, slots=32, in_flight={busy.id: 2})  # the other is done
-    # No more than the worker's free slots.
-    assert len(delivery.claim_due(now, slots=1, in_flight={})) == 1
+    assert claim(in_flight={busy.id: 1, other.id: 1}) == {busy.id: 1, other.id: 1}
+    # The other endpoint is done; the busy one's other messages wait for a slot of its own.
+    assert claim(in_flight={busy.id: 2}) == {}
+    assert claim(in_flight={busy.id: 2}, endpoint_id=busy.id) == {}
+    # A slot of its own freed: one more of its messages, and nothing of another endpoint.
+    assert claim(in_flight={busy.id: 1}, endpoint_id=busy.id) == {busy.id: 1}
+    # No more than the free slots: eight messages to the busy endpoint, five taken now.
+    assert claim(slots=1) == {busy.id: 1}
+    assert claim() == {busy.id: 2}
+    assert claim() == {busy.id: 1}
+    assert claim() == {}
+
+
+def test_a_freed_slot_is_filled_at_once_without_waiting_for_a_poll(
+    namespace: str, quick_webhooks: Any, receivers: dict[str, Receiver]
+) -> None:
+    """A backlog to one endpoint drains through its few slots, each refilled as its attempt
+    ends (here the worker would poll only once a minute)."""
+    quick_webhooks.CONSOLE_WEBHOOK_ENDPOINT_CONCURRENCY = 2
+    healthy = receivers["healthy"]
+    hook(healthy, namespace)
+    author = person(namespace, "operator")
+    person(namespace, "supervisor")
+    for _ in range(40):
+        propose(author, namespace)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, kwargs={"interval": 60, "stop": stop})
+    thread.start()
+    try:
+        assert wait_for(lambda: len(healthy.verified) == 40, 30), len(healthy.verified)
+    finally:
+        stop.set()
+        wakeup.wake()
+        thread.join(timeout=30)
+    assert not healthy.duplicates and not healthy.bad_signatures

@@ -213,6 +213,7 @@ class Worker:
         ``--health-port`` and the NotifierNotTicking alert read it), each that fails counts.
         On ``stop`` no new attempt starts and those under way are recorded."""
         loop = asyncio.get_running_loop()
+        _resolve_apart(loop)
 
         def wake() -> None:
             loop.call_soon_threadsafe(self.woken)
@@ -270,6 +271,7 @@ class Worker:
         """One pass: the scans, the email due, and every webhook message due tried once.
         How many webhook messages were tried."""
         self.tried = set()
+        _resolve_apart(asyncio.get_running_loop())
         try:
             await sync_to_async(scans.scan)(timezone.now())
             await self.mail_pass()
@@ -288,6 +290,16 @@ class Worker:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.mail_thread, connections.close_all)
         self.mail_thread.shutdown(wait=False)
+
+
+def _resolve_apart(loop: asyncio.AbstractEventLoop) -> None:
+    """Host names are resolved on the loop's default executor (ours and httpx's lookups), and a
+    lookup that hangs holds its thread past the attempt's deadline: a thread for every slot,
+    and as many again, so that one endpoint's hanging DNS never delays another's lookup."""
+    slots = settings.CONSOLE_WEBHOOK_CONCURRENCY
+    loop.set_default_executor(
+        ThreadPoolExecutor(max_workers=2 * slots, thread_name_prefix="notifier-resolve")
+    )
 
 
 async def _wait(event: asyncio.Event | None, seconds: float, stop: threading.Event) -> None:

@@ -182,13 +182,13 @@ def test_a_freed_slot_is_filled_at_once_without_waiting_for_a_poll(
     hook(healthy, namespace)
     author = person(namespace, "operator")
     person(namespace, "supervisor")
-    for _ in range(40):
+    for _ in range(20):
         propose(author, namespace)
     stop = threading.Event()
     thread = threading.Thread(target=worker.run, kwargs={"interval": 60, "stop": stop})
     thread.start()
     try:
-        assert wait_for(lambda: len(healthy.verified) == 40, 30), len(healthy.verified)
+        assert wait_for(lambda: len(healthy.verified) == 20, 30), len(healthy.verified)
     finally:
         stop.set()
         wakeup.wake()

@@ -106,6 +106,9 @@ class Worker:
         if any(busy[endpoint] < limit for endpoint in self.waiting):
             self.freed |= {endpoint for endpoint in self.waiting if busy[endpoint] < limit}
             self.changed.set()
+        if len(claims.outs) == slots and len(self.in_flight) < settings.CONSOLE_WEBHOOK_CONCURRENCY:
+            self.look_everywhere = True  # it took all it could, and there is room again
+            self.changed.set()
         return len(claims.outs)
 
     async def _attempt(self, client: httpx.AsyncClient, out: delivery.Outgoing) -> None:

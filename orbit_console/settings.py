@@ -311,7 +311,9 @@ AXES_VERBOSE = False
 # come from the issuer's discovery document; the code flow uses PKCE, state and nonce; the ID
 # token is verified against the provider's JWKS (signature, issuer, audience, times). Roles and
 # namespaces follow OIDC_ROLE_RULES (signin/rules.py), read at every sign-in.
-OIDC_ISSUER = env_str("OIDC_ISSUER").rstrip("/")
+# The issuer exactly as the provider's discovery document spells it, a final "/" included: issuers
+# are compared as exact strings (OpenID Connect Core 3.1.3.7).
+OIDC_ISSUER = env_str("OIDC_ISSUER")
 OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "your company")
 OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
 OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
@@ -322,9 +324,11 @@ OIDC_GROUPS_FILTER = parse_filter(env_str("OIDC_GROUPS_FILTER"))
 OIDC_ROLE_RULES = parse_rules(env_str("OIDC_ROLE_RULES"))
 OIDC_ACR_VALUES = env_str("OIDC_ACR_VALUES")
 OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
-# A company sign-in is re-checked at the provider (refresh token) this often, at the person's
-# next request (signin/recheck.py).
+# A company sign-in is re-checked at the provider this often, at the person's next request: with
+# the refresh token, or without one a silent prompt=none round trip (signin/recheck.py).
 OIDC_RECHECK_SECONDS = env_int("OIDC_RECHECK_SECONDS", 300, minimum=1)
+# Approving or rejecting re-checks first when the last check is older than this (0: every time).
+OIDC_DECISION_RECHECK_SECONDS = env_int("OIDC_DECISION_RECHECK_SECONDS", 60, minimum=0)
 # Approving or rejecting needs an authentication younger than this (signin/stepup.py; 0: off).
 STEP_UP_MAX_AGE_SECONDS = env_int("STEP_UP_MAX_AGE_SECONDS", 600, minimum=0)
 # A back-channel logout token older than this is refused (signin/logout.py).

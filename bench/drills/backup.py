@@ -20,6 +20,9 @@ restored into ``drill_backup_restored`` and a console is started on it. The dril
   before the backup, one after it): before the restore is declared it must fail (a rewind,
   undeclared, is tampering); ``manage.py audit declare-restore --taken-at <the backup's time>``
   then declares it, signed, and ``audit verify`` must pass and name it as a declared restore.
+  As the runbook says, the restore is declared before any process writes to the restored
+  database (a record written there first would be one kept after records the backup lacks:
+  the declaration is refused, issue 39), so the restored console starts after it.
 
 Results: stdout and ``var/bench/drill-backup.json``; docs/reliability.md. Both databases are
 dropped at the end.
@@ -134,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stale.unlink()
     os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = str(checkpoints)
     database_url = drill_database(args.database_url)
-    restored_url = drill_database(database_url.rsplit("/", 1)[0] + "/drill_backup_restored")
+    restored_url = drill_database(f"{database_url}_restored")
     from django.db import connections
 
     staged = stage(database_url, args.redis_url, people=args.people, name="backup")
@@ -206,6 +209,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             "missing_but_not_reported": unreported,
         }
 
+        # The audit first: the restore is declared before anything writes to the restored
+        # database (docs/runbooks.md, "Backing up and restoring the database").
+        restored_base = {"DATABASE_URL": restored_url}
+        code, out = run_manage(restored_base, "audit", "verify")
+        results["audit_verify_undeclared"] = {
+            "exit": code,
+            "output": out.strip().splitlines()[-8:],
+        }
+        code, out = run_manage(
+            restored_base, "audit", "declare-restore",
+            "--taken-at", format_utc(backup_time),
+            "--reason", "drill 3: restored from the mariadb-dump backup",
+        )  # fmt: skip
+        results["declare_restore"] = {"exit": code, "output": out.strip()[-400:]}
+        code, out = run_manage(restored_base, "audit", "verify")
+        results["audit_verify_declared"] = {
+            "exit": code,
+            "output": out.strip().splitlines()[-8:],
+            "names_declared_restore": "declared restore:" in out,
+        }
         port = free_port()
         restored_env = {**staged.rig.console.env, "DATABASE_URL": restored_url}
         restored_console = Service("console-restored", _worker(port), restored_env, port, BENCH_DIR)
@@ -225,7 +248,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status": page.status_code,
             "receipt_shown": 'id="receipt-audit-id"' in page.text,
         }
-        restored_base = {"DATABASE_URL": restored_url}
         # The console's own report of what it lacks: ``manage.py restored`` on the restored
         # database, asking the API (a live replica's embedded API, which the restore did not
         # rewind) with a token that may read the audit.
@@ -245,23 +267,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "applied_since": listed.get("applied_since"),
             "listed": len(listed_ids),
             "missing_from_restored_not_listed": sorted(missing_ids - listed_ids),
-        }
-        code, out = run_manage(restored_base, "audit", "verify")
-        results["audit_verify_undeclared"] = {
-            "exit": code,
-            "output": out.strip().splitlines()[-8:],
-        }
-        code, out = run_manage(
-            restored_base, "audit", "declare-restore",
-            "--taken-at", format_utc(backup_time),
-            "--reason", "drill 3: restored from the mariadb-dump backup",
-        )  # fmt: skip
-        results["declare_restore"] = {"exit": code, "output": out.strip()[-400:]}
-        code, out = run_manage(restored_base, "audit", "verify")
-        results["audit_verify_declared"] = {
-            "exit": code,
-            "output": out.strip().splitlines()[-8:],
-            "names_declared_restore": "declared restore:" in out,
         }
     finally:
         if load is not None:

@@ -49,6 +49,7 @@ from orbit_console.lib.readers import reader_of
 from orbit_console.lib.rechecked import Rechecked
 from orbit_console.ops.metrics import WEBSOCKETS_OPEN
 from orbit_console.people.access import can_read_task
+from orbit_console.people.accounts import accounts_of, mark_company
 from orbit_console.people.person import SUPERVISOR, Person, person_now
 
 logger = logging.getLogger("orbit.console.live")
@@ -125,10 +126,15 @@ class ApprovalsConsumer(_OneGroupConsumer):
 
     @database_sync_to_async
     def _push(self, person: Person, proposal_id: str) -> Proposal | None:
-        """The proposal if it is one the person's queue shows (their namespaces')."""
+        """The proposal if it is one the person's queue shows (their namespaces'), with what
+        its row needs read now (whose it is, whether company sign-in made its proposer)."""
         proposals = visible_proposals(person).select_related("proposed_by")
         proposals = proposals.annotate(approved=Count("approvals"))
-        return proposals.filter(id=proposal_id).first()
+        proposal = proposals.filter(id=proposal_id).first()
+        if proposal is not None:
+            mark_company([proposal.proposed_by])
+            self.viewer_ids = accounts_of(person.user.pk)
+        return proposal
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
         if not await self.may_push():
@@ -143,7 +149,7 @@ class ApprovalsConsumer(_OneGroupConsumer):
         except OutcomeUnknown:
             return  # fail closed: the page's next load shows it, once the API answers
         with translation.override(self.language), timezone.override(self.zone):
-            context = {"proposal": proposal, "viewer_id": self.user.pk}
+            context = {"proposal": proposal, "viewer_ids": self.viewer_ids}
             html = render_to_string("console/partials/proposal_push.html", context)
         await self.send(text_data=html)
 
@@ -156,7 +162,11 @@ class ApprovalsConsumer(_OneGroupConsumer):
             return None
         if batch.state != BatchState.PROPOSED:
             return batch  # decided: its row goes
-        return next((b for b in awaiting_approval(person) if b.id == batch_id), None)
+        self.viewer_ids = accounts_of(person.user.pk)
+        found = next((b for b in awaiting_approval(person) if b.id == batch_id), None)
+        if found is not None:
+            mark_company([found.created_by])
+        return found
 
     async def approvals_batch(self, message: dict[str, Any]) -> None:
         """A batch was proposed (its row appears), approved once more (its row, counted again)
@@ -167,7 +177,7 @@ class ApprovalsConsumer(_OneGroupConsumer):
         if batch is None:
             return
         with translation.override(self.language), timezone.override(self.zone):
-            context = {"batch": batch, "viewer_id": self.user.pk}
+            context = {"batch": batch, "viewer_ids": getattr(self, "viewer_ids", {self.user.pk})}
             html = await database_sync_to_async(render_to_string)(
                 "console/partials/batch_push.html", context
             )

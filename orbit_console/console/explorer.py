@@ -19,6 +19,7 @@ from orbit_console.decisions.models import Approval, ConsoleEvent, EvidencePolic
 from orbit_console.lib import csvcells, notes
 from orbit_console.lib.keyset import older_than
 from orbit_console.lib.rfc3339 import format_utc
+from orbit_console.people.accounts import company_names
 
 PAGE_SIZE = 50
 EXPORT_BATCH = 1000
@@ -174,6 +175,14 @@ def with_approvers(entries: list[ConsoleEvent]) -> list[ConsoleEvent]:
             names.get(("proposal", entry.proposal_of), [])  # type: ignore[attr-defined]
             or names.get(("batch", entry.batch_of), [])  # type: ignore[attr-defined]
         )
+    # Which of the people named are company accounts, marked wherever they are named.
+    named = {name for found in names.values() for name in found}
+    for entry in entries:
+        named.add(getattr(entry, "author_name", None) or "")
+        named.add(entry.actor.get_username() if entry.actor is not None else "")
+    company = company_names(named)
+    for entry in entries:
+        entry.company_names = company  # type: ignore[attr-defined]
     return entries
 
 
@@ -188,6 +197,7 @@ class Decision:
     person: str
     by_console: bool
     approved_by: tuple[str, ...]
+    company: frozenset[str]  # those of the names above that are company accounts
     batch_id: str
     reason: str
     evidence_ref: str
@@ -211,6 +221,7 @@ def decision(event: ConsoleEvent) -> Decision:
         person=actor,
         by_console=event.actor is None and bool(actor),
         approved_by=tuple(getattr(event, "approved_by", ())),
+        company=getattr(event, "company_names", frozenset()),
         batch_id=getattr(event, "batch_of", None) or "",
         reason=str(fields.get("reason", "")),
         evidence_ref=str(fields.get("evidence_ref", "")),
@@ -264,17 +275,26 @@ EXPORT_FIELDS = [
 ]
 
 
+# An export is read outside the console, in no language of its own: a company account's name
+# carries this mark there (docs/sign-in.md), as the pages' badge does.
+COMPANY_MARK = " (company)"
+
+
 def as_row(event: ConsoleEvent) -> dict[str, Any]:
     submission = event.submission
     decided = decision(event)
+
+    def shown(name: str) -> str:
+        return f"{name}{COMPANY_MARK}" if name in decided.company else name
+
     return {
         "seq": event.seq,
         "id": event.id,
         "created_at": format_utc(event.created_at),
         "kind": event.kind,
-        "actor": event.actor.get_username() if event.actor is not None else "",
-        "person": decided.person,
-        "approved_by": ", ".join(decided.approved_by),
+        "actor": shown(event.actor.get_username()) if event.actor is not None else "",
+        "person": shown(decided.person),
+        "approved_by": ", ".join(shown(name) for name in decided.approved_by),
         "task_id": event.task_id,
         "queue_id": event.queue_id,
         "submission_id": event.submission_id or "",

@@ -20,6 +20,7 @@ from orbit_console.decisions.models import (
     SubmissionState,
 )
 from orbit_console.decisions.proposals import visible_proposals
+from orbit_console.people.accounts import accounts_of
 from orbit_console.people.person import SUPERVISOR, Person
 
 
@@ -29,8 +30,8 @@ def proposals_waiting_for(person: Person) -> QuerySet[Proposal]:
     return (
         visible_proposals(person)
         .filter(state=ProposalState.PENDING, expires_at__gt=timezone.now())
-        .exclude(proposed_by_id=person.user.pk)
-        .exclude(approvals__approver_id=person.user.pk)
+        .exclude(proposed_by_id__in=accounts_of(person.user.pk))
+        .exclude(approvals__approver_id__in=accounts_of(person.user.pk))
         .order_by("created_at", "id")
     )
 
@@ -40,8 +41,8 @@ def batches_waiting_for(person: Person) -> QuerySet[Batch]:
     return (
         visible_batches(person.namespaces)
         .filter(state=BatchState.PROPOSED)
-        .exclude(created_by_id=person.user.pk)
-        .exclude(approvals__approver_id=person.user.pk)
+        .exclude(created_by_id__in=accounts_of(person.user.pk))
+        .exclude(approvals__approver_id__in=accounts_of(person.user.pk))
         .order_by("created_at", "id")
     )
 

@@ -47,7 +47,7 @@ from orbit_console.decisions.models import (
     Submission,
     SubmissionState,
 )
-from orbit_console.decisions.proposals import APPROVALS_GROUP, ProposalRefused
+from orbit_console.decisions.proposals import APPROVALS_GROUP, ProposalRefused, refuse_own
 from orbit_console.decisions.submissions import Authenticated, record_event, submission_create
 from orbit_console.lib import strictjson
 from orbit_console.lib.live import publish_on_commit
@@ -557,11 +557,10 @@ def batch_approve(
     with transaction.atomic():
         batch = _locked(batch_id)
         _require(batch, BatchState.PROPOSED)
-        if approver.pk == batch.created_by_id:
-            raise ProposalRefused(_("Nobody approves their own proposal."))
+        mine = refuse_own(author_id=batch.created_by_id, decider=approver, verb="approve")
         if not approver.groups.filter(name=SUPERVISOR).exists():
             raise ProposalRefused(_("Only a supervisor can approve a proposal."))
-        if Approval.objects.filter(batch=batch, approver=approver).exists():
+        if Approval.objects.filter(batch=batch, approver_id__in=mine).exists():
             raise ProposalRefused(_("You have already approved this proposal."))
         now = timezone.now()
         Approval.objects.create(batch=batch, approver=approver, note=note, created_at=now)
@@ -597,6 +596,7 @@ def batch_reject(
     with transaction.atomic():
         batch = _locked(batch_id)
         _require(batch, BatchState.PROPOSED)
+        refuse_own(author_id=batch.created_by_id, decider=supervisor, verb="reject")
         if not supervisor.groups.filter(name=SUPERVISOR).exists():
             raise ProposalRefused(_("Only a supervisor can reject a proposal."))
         now = timezone.now()

@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.rfc3339 import format_utc
+from orbit_console.people.accounts import is_company
 
 
 class SubmissionAction(models.TextChoices):
@@ -358,18 +359,21 @@ class ConsoleEvent(models.Model):
         return str(EVENT_LABELS.get(self.kind, self.kind))
 
     def as_message_data(self) -> dict[str, str]:
-        """This event in plain JSON types, for live pushes (``lib/live.py``)."""
+        """This event in plain JSON types, for live pushes (``lib/live.py``). Whether company
+        sign-in made its people's accounts goes with their names: they are marked wherever
+        they are named."""
+        on_behalf = self.submission.created_by if self.actor is None and self.submission else None
         return {
             "id": self.id,
             "kind": self.kind,
             "task_id": self.task_id,
             "created_at": format_utc(self.created_at),
             "actor": self.actor.get_username() if self.actor is not None else "",
+            "actor_company": "yes" if is_company(self.actor) else "",
             # What the console did on its own (a batch's sends, the reconciler's) is the act of
             # the decision's author, carried out by the console (docs/audit.md, issue 30).
-            "for": self.submission.created_by.get_username()
-            if self.actor is None and self.submission is not None
-            else "",
+            "for": on_behalf.get_username() if on_behalf is not None else "",
+            "for_company": "yes" if is_company(on_behalf) else "",
             "note": self.note,
             "submission_id": self.submission_id or "",
             "proposal_id": self.proposal_id or "",

@@ -27,6 +27,7 @@ from orbit_console.decisions.submissions import (
 from orbit_console.lib import notes
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import publish_on_commit
+from orbit_console.people.accounts import accounts_of, shown_name
 from orbit_console.people.person import SUPERVISOR, Person
 
 APPROVALS_GROUP = "console.approvals"
@@ -35,6 +36,27 @@ APPROVALS_MESSAGE = "approvals.changed"
 
 class ProposalRefused(Exception):
     """The step is not allowed; the message says why, in words for the person."""
+
+
+def refuse_own(*, author_id: int, decider: User, verb: str) -> frozenset[int]:
+    """Four eyes, per person (docs/approvals.md): nobody decides what they proposed, from this
+    account or any other account of theirs (``people/accounts.py``). ``verb`` is "approve" or
+    "reject"; returns the decider's accounts (for "already approved", also per person)."""
+    mine = accounts_of(decider.pk)
+    if author_id == decider.pk:
+        if verb == "reject":
+            raise ProposalRefused(_("Nobody rejects their own proposal: withdraw it instead."))
+        raise ProposalRefused(_("Nobody approves their own proposal."))
+    if author_id in mine:
+        author = User.objects.filter(pk=author_id).values_list("username", flat=True).first()
+        raise ProposalRefused(
+            _(
+                "Nobody decides their own proposal: it was made by %(name)s, another account "
+                "of yours. Another supervisor decides it."
+            )
+            % {"name": author or "?"}
+        )
+    return mine
 
 
 def visible_proposals(person: Person) -> QuerySet[Proposal]:
@@ -123,11 +145,10 @@ def proposal_approve(
     _expire_overdue(proposal_id)
     with transaction.atomic():
         proposal = _locked_pending(proposal_id)
-        if approver.pk == proposal.proposed_by_id:
-            raise ProposalRefused(_("Nobody approves their own proposal."))
+        mine = refuse_own(author_id=proposal.proposed_by_id, decider=approver, verb="approve")
         if not approver.groups.filter(name=SUPERVISOR).exists():
             raise ProposalRefused(_("Only a supervisor can approve a proposal."))
-        if Approval.objects.filter(proposal=proposal, approver=approver).exists():
+        if Approval.objects.filter(proposal=proposal, approver_id__in=mine).exists():
             raise ProposalRefused(_("You have already approved this proposal."))
         now = timezone.now()
         Approval.objects.create(proposal=proposal, approver=approver, note=note, created_at=now)
@@ -174,6 +195,7 @@ def proposal_reject(
     _expire_overdue(proposal_id)
     with transaction.atomic():
         proposal = _locked_pending(proposal_id)
+        refuse_own(author_id=proposal.proposed_by_id, decider=supervisor, verb="reject")
         if not supervisor.groups.filter(name=SUPERVISOR).exists():
             raise ProposalRefused(_("Only a supervisor can reject a proposal."))
         return _close(
@@ -229,7 +251,7 @@ def _locked_pending(proposal_id: str) -> Proposal:
             )
         raise ProposalRefused(
             _("This proposal was already decided by %(who)s: %(state)s.")
-            % {"state": state, "who": proposal.decided_by.get_username()}
+            % {"state": state, "who": shown_name(proposal.decided_by)}
         )
     return proposal
 

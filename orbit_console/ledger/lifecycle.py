@@ -46,6 +46,7 @@ from orbit_console.ledger.models import (
 from orbit_console.ledger.services import ACCEPTED, CANCELLED, EXECUTION_RESULT
 from orbit_console.lib import strictjson
 from orbit_console.lib.ids import new_id
+from orbit_console.lib.namespaces import Namespaces
 
 
 def actor_id_for(namespace_id: str, actor_name: str) -> str:
@@ -65,6 +66,17 @@ def namespace_create(*, name: str, application_quota: int = 1000) -> tuple[Names
         namespace=namespace, name="default", quota=application_quota, created_at=now
     )
     return namespace, application
+
+
+def namespace_names() -> list[tuple[str, str]]:
+    """(id, name) of every namespace of the ledger, oldest first: what commands know them by."""
+    return list(Namespace.objects.order_by("created_at").values_list("id", "name"))
+
+
+def namespace_named(named: str) -> Namespace:
+    """The namespace an administrator named by its id or exact name (``lib/namespaces.py``:
+    ``NamespaceNotFound`` when none or several go by it)."""
+    return Namespace.objects.get(id=Namespaces(namespace_names()).id_of(named))
 
 
 def queue_create(*, namespace: Namespace, name: str, capacity: int) -> Queue:

@@ -25,6 +25,7 @@ from orbit_console.decisions.models import Batch, ConsoleEvent, Proposal
 from orbit_console.lib.live import publish_on_commit
 from orbit_console.notifications import wakeup, webhooks
 from orbit_console.notifications.models import Notification, Preference, Recipient
+from orbit_console.people.accounts import accounts_of, is_company
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import AUDITOR, SUPERVISOR
 
@@ -199,10 +200,11 @@ def _tell_four_eyes(
     approvals are in), rejected (and why) or expired."""
     kind = event.kind.removeprefix(f"{what}.")
     if kind == "proposed":
+        authors = accounts_of(author.pk)  # none of the author's accounts decides it
         notify(
             kind=f"{what}.waiting",
             key=f"{what}.waiting:{pk}",
-            recipients=[u for u in supervisors() if u.pk != author.pk],
+            recipients=[u for u in supervisors() if u.pk not in authors],
             facts=facts(),
             **common,
         )
@@ -213,7 +215,7 @@ def _tell_four_eyes(
             kind=event.kind,
             key=f"{event.kind}:{pk}",
             recipients=[author],
-            facts=facts(state="approved", by=_name(event.actor)),
+            facts=facts(state="approved", **_by(event.actor)),
             **common,
         )
     elif kind in ("rejected", "expired"):
@@ -222,7 +224,7 @@ def _tell_four_eyes(
             kind=event.kind,
             key=f"{event.kind}:{pk}",
             recipients=[author],
-            facts=facts(by=_name(event.actor), **reason),
+            facts=facts(**_by(event.actor), **reason),
             **common,
         )
 
@@ -269,6 +271,11 @@ def _on_batch(event: ConsoleEvent, batch: Batch) -> None:
             facts=_batch_facts(batch, counts=counts),
             **common,
         )
+
+
+def _by(user: User | None) -> dict[str, Any]:
+    """Who did it, and whether company sign-in made their account (marked where it is told)."""
+    return {"by": _name(user), **({"by_company": True} if is_company(user) else {})}
 
 
 def _name(user: User | None) -> str:

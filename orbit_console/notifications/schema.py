@@ -16,6 +16,7 @@ FACTS = {
         "state": {"type": "string", "maxLength": 20},
         "expires_at": {"type": "string", "format": "date-time"},
         "by": {"type": "string", "maxLength": 150},
+        "by_company": {"type": "boolean", "description": "company sign-in made by's account"},
         "reason": TEXT,
         "evidence": {"type": "string", "maxLength": 200},
         "evidence_link": {"type": "string", "maxLength": 1000},

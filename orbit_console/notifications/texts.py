@@ -11,6 +11,7 @@ from django.utils.translation import gettext_noop
 
 from orbit_console.notifications.kinds import title
 from orbit_console.notifications.models import Notification
+from orbit_console.people.accounts import marked
 
 COUNT_LABELS = {
     "applied": "Applied",
@@ -58,7 +59,7 @@ def lines(notification: Notification) -> list[str]:
     if data.get("items") is not None:
         found.append(_("Tasks selected: %(n)s") % {"n": data["items"]})
     if data.get("by"):
-        found.append(_("By: %(name)s") % {"name": data["by"]})
+        found.append(_("By: %(name)s") % {"name": marked(data["by"], bool(data.get("by_company")))})
     if data.get("reason"):
         found.append(_("Reason: %(reason)s") % {"reason": data["reason"]})
     if data.get("evidence"):

@@ -83,3 +83,30 @@ class Draft(models.Model):
 
     def __str__(self) -> str:
         return f"Draft for {self.resume_at}"
+
+
+class Account(models.Model):
+    """What the console knows of a sign-in account beyond Django's user: which person it
+    belongs to, and whether company sign-in made it (docs/approvals.md "One person, several
+    accounts").
+
+    Accounts that share ``person`` are one human being: four eyes is judged per person, so
+    none of them approves or rejects what another proposed. A row exists for every company
+    account (``company``, so that it is marked wherever it is named) and every linked
+    account; an account without one is a console account and a person of its own. How and
+    by whom an account joined its person is kept with it (``linked_how``, ``linked_by``)."""
+
+    EMAIL = "email"  # company sign-in: the provider vouched for an e-mail address of the account
+    ADMINISTRATOR = "administrator"  # manage.py console link, or the person page
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="account"
+    )
+    person = models.CharField(max_length=32, db_index=True)
+    company = models.BooleanField(default=False)
+    linked_how = models.CharField(max_length=20, blank=True, default="")
+    linked_by = models.CharField(max_length=150, blank=True, default="")
+    linked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Account of person {self.person}"

@@ -21,7 +21,8 @@ from django.db import connection
 from orbit_console.client import OrbitClient, inprocess
 from orbit_console.lib.rows import Rows
 from orbit_console.lib.secretbox import unseal
-from orbit_console.people.models import OrbitCredential
+from orbit_console.people.accounts import COMPANY_KNOWN, company_ids
+from orbit_console.people.models import Account, OrbitCredential
 
 OPERATOR = "operator"
 SUPERVISOR = "supervisor"
@@ -84,8 +85,10 @@ def user_with_person(user_id: int) -> User | None:
     One row per role and credential pair; a user with neither has one row of NULLs."""
     groups, memberships = Group._meta.db_table, User.groups.through._meta.db_table
     sql = (
-        f"SELECT {_USERS.select_columns('u')}, g.name, {_CREDENTIALS.select_columns('c')} "  # noqa: S608 -- the models' own names
+        f"SELECT {_USERS.select_columns('u')}, a.company, g.name, "  # noqa: S608 -- the models' own names
+        f"{_CREDENTIALS.select_columns('c')} "
         f"FROM {_USERS.table} u "
+        f"LEFT JOIN {Account._meta.db_table} a ON a.user_id = u.id "
         f"LEFT JOIN {memberships} m ON m.user_id = u.id "
         f"LEFT JOIN {groups} g ON g.id = m.group_id "
         f"LEFT JOIN {_CREDENTIALS.table} c ON c.user_id = u.id "
@@ -98,6 +101,9 @@ def user_with_person(user_id: int) -> User | None:
         return None
     width = len(_USERS.fields)
     user = _USERS.from_row(rows[0][:width])
+    # Whether company sign-in made the account (``people.accounts.is_company`` asks no more).
+    setattr(user, COMPANY_KNOWN, bool(rows[0][width]))
+    width += 1
     roles = frozenset(row[width] for row in rows if row[width] in ROLES)
     by_id = {row[width + 1]: row[width + 1 :] for row in rows if row[width + 1] is not None}
     credentials = sorted(
@@ -177,6 +183,7 @@ def token_client(token: str, *, base_url: str | None = None) -> OrbitClient:
 # --- The people behind platform actor ids (AU6) ------------------------------------------------
 
 _names: dict[str, str] = {}
+_company_actors: set[str] = set()
 # Actor ids the console knows no one by (API clients, workers), and when that was last seen:
 # without this, every live push by such an actor would query the database once per open socket.
 _unknown: dict[str, float] = {}
@@ -220,5 +227,15 @@ def _missing(actor_ids: set[str]) -> list[str]:
 
 
 def _lookup_names(actor_ids: list[str]) -> dict[str, str]:
-    credentials = OrbitCredential.objects.filter(actor_id__in=actor_ids).select_related("user")
+    credentials = list(
+        OrbitCredential.objects.filter(actor_id__in=actor_ids).select_related("user")
+    )
+    company = company_ids(credential.user_id for credential in credentials)
+    _company_actors.update(c.actor_id for c in credentials if c.user_id in company)
     return {credential.actor_id: credential.user.get_username() for credential in credentials}
+
+
+def is_company_actor(actor_id: str) -> bool:
+    """Whether the person ``actor_names`` found behind ``actor_id`` is a company account (an
+    account stays what it was made as: kept with the names)."""
+    return actor_id in _company_actors

@@ -10,6 +10,12 @@ counts; the console keeps three, each with its own allowance:
 - one address, whatever the user names: ``AXES_ADDRESS_FAILURE_LIMIT`` (password spraying:
   one password tried against many people).
 
+Only password sign-ins are counted and refused: an authentication without a password (company
+sign-in's callback, which brings a code the provider issued after its own checks) is none of
+axes' business — a held or refused company sign-in is no guess, and counted by address it locked
+everyone behind the same proxy out. Typing one's password again before deciding has a throttle
+of its own, the person's (``signin/confirmations.py``).
+
 The counts follow ``AXES_LOCKOUT_PARAMETERS`` in that order. Which allowance ran out is kept
 on the request, so that the page can say why (``console/locked_out.html``). A successful
 sign-in forgets only its own user name's failures from its own address: one valid account must
@@ -27,6 +33,13 @@ PAIR, USERNAME, ADDRESS = "pair", "username", "address"
 
 
 class ThrottleHandler(AxesDatabaseHandler):
+    def is_whitelisted(
+        self, request: HttpRequest, credentials: dict[str, Any] | None = None
+    ) -> bool:
+        if not (credentials or {}).get("password"):
+            return True
+        return bool(super().is_whitelisted(request, credentials))
+
     def get_failures(self, request: HttpRequest, credentials: dict[str, Any] | None = None) -> int:
         """The count axes compares with ``AXES_FAILURE_LIMIT``: the pair's own, or the limit
         itself when the user name or the address has used up its own allowance."""

@@ -8,6 +8,7 @@ nothing of a token in the log.
 """
 
 import logging
+import time
 from typing import Any
 
 import jwt
@@ -26,7 +27,18 @@ from orbit_console.signin.services import oidc_person_revoke, oidc_person_sync
 log = logging.getLogger(__name__)
 
 REFUSED = "refused"  # no rule admits the person
+HELD = "held"  # a first sign-in that matches an account here: an administrator decides
 FAILED = "failed"  # the exchange or a check failed
+
+
+def auth_time(claims: dict[str, Any]) -> int | None:
+    """When the person authenticated at the provider: the ID token's ``auth_time``, and nothing
+    else. Never its ``iat`` — when the token was issued, which a silent round trip on the
+    provider's open session makes "now" — and never later than now."""
+    value = claims.get("auth_time")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return min(int(value), int(time.time()))
 
 
 class OidcBackend(OIDCAuthenticationBackend):
@@ -60,7 +72,12 @@ class OidcBackend(OIDCAuthenticationBackend):
             return None
         try:
             user: User | None = super().authenticate(request, **kwargs)
-        except (RequestException, provider.ProviderUnavailable, SuspiciousOperation) as failed:
+        except SuspiciousOperation as refused:
+            # A check of ours, or of the library: its sentence names what failed, never a token.
+            log.warning("company sign-in failed: %s", refused)
+            request.oidc_outcome = FAILED  # type: ignore[attr-defined]
+            return None
+        except (RequestException, provider.ProviderUnavailable) as failed:
             # The class of what failed only: a token endpoint's answer can quote the request.
             log.warning("company sign-in failed: %s", type(failed).__name__)
             request.oidc_outcome = FAILED  # type: ignore[attr-defined]
@@ -89,7 +106,7 @@ class OidcBackend(OIDCAuthenticationBackend):
                 key,
                 algorithms=[self.OIDC_RP_SIGN_ALGO],
                 audience=self.OIDC_RP_CLIENT_ID,
-                issuer=str(settings.OIDC_ISSUER).rstrip("/"),
+                issuer=provider.issuer(),
                 leeway=60,
                 options={"require": ["iss", "aud", "exp", "iat", "sub"]},
             )
@@ -121,17 +138,21 @@ class OidcBackend(OIDCAuthenticationBackend):
         claims[claim] = groups_of(claims, claim=claim, keep=settings.OIDC_GROUPS_FILTER)
         rule = first_match(settings.OIDC_ROLE_RULES, claims)
         request = self.request
-        issuer = str(settings.OIDC_ISSUER).rstrip("/")
+        issuer = provider.issuer()
         if rule is None:
             # Their roles and credentials go: a group taken away ends the access it gave.
             oidc_person_revoke(issuer=issuer, subject=str(payload["sub"]))
             request.oidc_outcome = REFUSED
             return None
         user = oidc_person_sync(issuer=issuer, claims=claims, rule=rule)
+        if not isinstance(user, User):
+            request.oidc_outcome = HELD
+            request.oidc_held = user.id
+            return None
         request.oidc_signin = {
             "sub": str(payload["sub"]),
             "sid": str(payload.get("sid", "")),
-            "auth_time": payload.get("auth_time") or payload.get("iat"),
+            "auth_time": auth_time(payload),
             "acr": payload.get("acr"),
             "namespaces": list(rule.namespaces),
             "id_token": id_token,

@@ -74,16 +74,27 @@ def fetch_json_with_token(url: str, access_token: str) -> dict[str, Any]:
     return document
 
 
+def issuer() -> str:
+    """``OIDC_ISSUER`` exactly as set: issuers are compared as exact strings (OpenID Connect
+    Core 3.1.3.7, Discovery 4.3), a final "/" included (Auth0, Authentik, Ory Hydra end theirs
+    with one)."""
+    return str(settings.OIDC_ISSUER)
+
+
 def discovery() -> dict[str, Any]:
     """The issuer's discovery document, fetched at most once an hour per process."""
     global _cached
     with _lock:
         if _cached is not None and time.monotonic() - _cached[0] < DISCOVERY_SECONDS:
             return _cached[1]
-    issuer = str(settings.OIDC_ISSUER).rstrip("/")
-    document = fetch_json(f"{issuer}/.well-known/openid-configuration")
-    if str(document.get("issuer", "")).rstrip("/") != issuer:
-        raise ProviderUnavailable("the discovery document names another issuer")
+    # Discovery 4: a terminating "/" of the issuer goes before the well-known path is appended.
+    document = fetch_json(f"{issuer().rstrip('/')}/.well-known/openid-configuration")
+    named = document.get("issuer")
+    if named != issuer():
+        raise ProviderUnavailable(
+            f"the discovery document names the issuer {str(named)[:300]!r} and OIDC_ISSUER is "
+            f"{issuer()!r}: they must be the same string"
+        )
     with _lock:
         _cached = (time.monotonic(), document)
     return document

@@ -13,11 +13,12 @@ by settings.py at start, so a bad rule stops the process there.
 """
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+
+from orbit_console.lib.patterns import Pattern, PatternRefused, linear
 
 ROLES = ("operator", "supervisor", "auditor")
 
@@ -69,18 +70,18 @@ def parse_rules(text: str) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-def parse_filter(text: str) -> re.Pattern[str] | None:
+def parse_filter(text: str) -> Pattern | None:
+    """``OIDC_GROUPS_FILTER``, matched by RE2 in linear time (``lib/patterns.py``): the groups
+    it is tried on are the identity provider's, as many and as long as it sends."""
     if not text:
         return None
     try:
-        return re.compile(text)
-    except re.error as bad:
-        raise ImproperlyConfigured(
-            f"OIDC_GROUPS_FILTER is not a regular expression: {bad}"
-        ) from None
+        return linear(text)
+    except PatternRefused as bad:
+        raise ImproperlyConfigured(f"OIDC_GROUPS_FILTER: {bad}") from None
 
 
-def groups_of(claims: dict[str, Any], *, claim: str, keep: re.Pattern[str] | None) -> list[str]:
+def groups_of(claims: dict[str, Any], *, claim: str, keep: Pattern | None) -> list[str]:
     """The person's groups in ``claim`` (a list, or one string), only those ``keep`` matches
     when set: a person in thousands of groups need not carry all of them into the session."""
     held = claims.get(claim)

@@ -1,7 +1,6 @@
 """Writes of company sign-in: provisioning a person and keeping their roles and credentials in
 step with their groups (docs/sign-in.md)."""
 
-import re
 from typing import Any
 
 from django.conf import settings
@@ -9,22 +8,19 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from orbit_console.people.accounts import account_company, accounts_link
 from orbit_console.people.credentials import credential_drop, mint_embedded, person_roles_set
-from orbit_console.people.models import OrbitCredential
+from orbit_console.people.models import Account, OrbitCredential
 from orbit_console.people.person import role_permissions
-from orbit_console.signin.models import OidcIdentity
+from orbit_console.signin.models import HeldSignin, OidcIdentity
+from orbit_console.signin.placement import (
+    claim_text,
+    email_verified,
+    name_of_its_own,
+    place,
+    wanted_name,
+)
 from orbit_console.signin.rules import Rule
-
-_NAME = re.compile(r"[^\w.@+-]")
-
-
-def _free_username(wanted: str) -> str:
-    base = _NAME.sub("-", wanted)[:140] or "person"
-    name, n = base, 1
-    while User.objects.filter(username=name).exists():
-        n += 1
-        name = f"{base}-{n}"
-    return name
 
 
 def _namespace_ids(named: tuple[str, ...]) -> list[str]:
@@ -42,12 +38,15 @@ def _namespace_ids(named: tuple[str, ...]) -> list[str]:
 
 
 @transaction.atomic
-def oidc_person_sync(*, issuer: str, claims: dict[str, Any], rule: Rule) -> User:
-    """The person the provider ``issuer`` knows by ``claims["sub"]``, made at their first
-    sign-in, with exactly the roles of ``rule``; on the embedded API, with a credential in
-    each of its namespaces for those roles (minted again when the roles changed) and none in
-    any other. Never joins a local account of the same name: a company sign-in is its own
-    person."""
+def oidc_person_sync(*, issuer: str, claims: dict[str, Any], rule: Rule) -> User | HeldSignin:
+    """The person the provider ``issuer`` knows by ``claims["sub"]``, with exactly the roles of
+    ``rule``; on the embedded API, with a credential in each of its namespaces for those roles
+    (minted again when the roles changed) and none in any other.
+
+    At their first sign-in their account is made — a company account with a name of its own,
+    linked to the person whose verified e-mail address it carries — unless what the provider
+    says matches an account here less surely: then nothing is made, and the sign-in is held
+    for an administrator (``HeldSignin``, returned; signin/placement.py)."""
     subject = str(claims["sub"])
     identity = (
         OidcIdentity.objects.select_for_update()
@@ -56,14 +55,15 @@ def oidc_person_sync(*, issuer: str, claims: dict[str, Any], rule: Rule) -> User
         .first()
     )
     if identity is None:
-        wanted = str(claims.get("preferred_username") or claims.get("email") or subject)
-        user = User.objects.create_user(_free_username(wanted), email=claims.get("email") or "")
-        user.set_unusable_password()
-        user.save()
-        identity = OidcIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+        placement = place(claims)
+        if placement.held_by:
+            return _hold(issuer=issuer, claims=claims, matches=placement.held_by)
+        identity = _company_account(issuer=issuer, claims=claims)
+        if placement.link_to is not None:
+            accounts_link(user=identity.user, other=placement.link_to, how=Account.EMAIL, by=issuer)
     user = identity.user
     email = claims.get("email")
-    if isinstance(email, str) and email != user.email:
+    if isinstance(email, str) and email != user.email and len(email) <= 254:
         user.email = email
         user.save(update_fields=["email"])
     identity.signed_in_at = timezone.now()
@@ -74,6 +74,56 @@ def oidc_person_sync(*, issuer: str, claims: dict[str, Any], rule: Rule) -> User
             user=user, roles=rule.roles, namespace_ids=_namespace_ids(rule.namespaces)
         )
     return user
+
+
+def _company_account(*, issuer: str, claims: dict[str, Any]) -> OidcIdentity:
+    """A company account for ``claims``' person: a name of its own, no usable password."""
+    email = claim_text(claims, "email")
+    user = User.objects.create_user(
+        name_of_its_own(wanted_name(claims)), email=email if len(email) <= 254 else ""
+    )
+    user.set_unusable_password()
+    user.save()
+    account_company(user=user)
+    return OidcIdentity.objects.create(user=user, issuer=issuer, subject=str(claims["sub"]))
+
+
+def _hold(*, issuer: str, claims: dict[str, Any], matches: tuple[User, ...]) -> HeldSignin:
+    now = timezone.now()
+    said = {
+        "name": wanted_name(claims),
+        "email": claim_text(claims, "email")[:254],
+        "email_verified": email_verified(claims),
+        "seen_at": now,
+    }
+    held, _created = HeldSignin.objects.update_or_create(
+        issuer=issuer,
+        subject=str(claims["sub"]),
+        defaults=said,
+        create_defaults={**said, "created_at": now},
+    )
+    held.matches.set(matches)
+    return held
+
+
+class HoldRefused(Exception):
+    """The held sign-in cannot be decided as asked; the message says why."""
+
+
+@transaction.atomic
+def held_signin_decide(*, held_id: str, same_as: User | None, by: str) -> User:
+    """An administrator decides a held sign-in: the company account is made now (a name of its
+    own, no role until the person signs in and their groups give one), linked to ``same_as``'s
+    person when it is theirs, a person of its own when ``same_as`` is ``None``."""
+    held = HeldSignin.objects.select_for_update().filter(id=held_id).first()
+    if held is None:
+        raise HoldRefused(f"no held company sign-in {held_id[:40]!r}")
+    claims = {"sub": held.subject, "preferred_username": held.name, "email": held.email}
+    identity = _company_account(issuer=held.issuer, claims=claims)
+    if same_as is not None:
+        accounts_link(user=identity.user, other=same_as, how=Account.ADMINISTRATOR, by=by)
+    held.delete()
+    return identity.user
 
 
 def _credentials_sync(*, user: User, roles: frozenset[str], namespace_ids: list[str]) -> None:

@@ -2,11 +2,13 @@
 proposal or a batch needs an authentication younger than ``STEP_UP_MAX_AGE_SECONDS``.
 
 The session keeps how and when its person last authenticated (``AUTH``): a password typed
-here, or the provider's ``auth_time`` (and ``acr``) from the ID token. Older than the limit,
-the decision is not taken: what the form carried is kept as a draft and the person is sent to
-authenticate again — company sign-in with ``prompt=login`` and ``max_age``, the provider's
-``auth_time`` checked on return (and its ``acr`` when ``OIDC_ACR_VALUES`` asks for one); a
-console account types its password again — and comes back to the page with the form filled.
+here, or the provider's ``auth_time`` (and ``acr``) from the ID token — only ``auth_time``: an
+ID token without one leaves the time unknown, and an unknown time is never fresh. Older than
+the limit, the decision is not taken: what the form carried is kept as a draft and the person
+is sent to authenticate again — company sign-in with ``prompt=login`` and ``max_age=0``
+(``flows.py``), renewed only by the answer to that very request, with an ``auth_time`` later
+than it (and an ``acr`` of ``OIDC_ACR_VALUES`` when set); a console account types its password
+again — and comes back to the page with the form filled.
 """
 
 import time
@@ -16,13 +18,27 @@ from django.conf import settings
 from django.http import HttpRequest
 
 AUTH = "orbit.auth"
-STEP_UP = "orbit.stepup"  # the company re-authentication under way: when it was asked
 
 
 def record_authentication(
-    request: HttpRequest, *, method: str, at: float, acr: str | None = None
+    request: HttpRequest, *, method: str, at: float | None, acr: str | None = None
 ) -> None:
-    request.session[AUTH] = {"method": method, "at": int(at), **({"acr": acr} if acr else {})}
+    """``at`` None: the person authenticated, but nobody said when (never fresh)."""
+    when = None if at is None else int(at)
+    request.session[AUTH] = {"method": method, "at": when, **({"acr": acr} if acr else {})}
+
+
+def step_up_refusal(*, auth_time: int | None, acr: Any, asked_at: int) -> str | None:
+    """Why the answer to a step-up request made at ``asked_at`` renews nothing, if it does
+    not: the provider must say it authenticated the person since (``auth_time``), with the
+    strength asked for (``acr``)."""
+    if auth_time is None:
+        return "the ID token has no auth_time"
+    if auth_time < asked_at:
+        return "the provider did not authenticate the person again (auth_time before the request)"
+    if settings.OIDC_ACR_VALUES and acr not in settings.OIDC_ACR_VALUES.split():
+        return "the ID token's acr is not one of OIDC_ACR_VALUES"
+    return None
 
 
 def authentication(request: HttpRequest) -> dict[str, Any] | None:
@@ -36,7 +52,7 @@ def is_fresh(request: HttpRequest) -> bool:
     if not limit:
         return True
     kept = authentication(request)
-    if kept is None:
+    if kept is None or kept.get("at") is None:
         return False
     wants_acr = kept.get("method") == "oidc" and settings.OIDC_ACR_VALUES
     if wants_acr and kept.get("acr") not in settings.OIDC_ACR_VALUES.split():
@@ -47,20 +63,3 @@ def is_fresh(request: HttpRequest) -> bool:
 def is_company_session(request: HttpRequest) -> bool:
     kept = authentication(request)
     return kept is not None and kept.get("method") == "oidc"
-
-
-def step_up_params(request: HttpRequest) -> dict[str, str]:
-    """The authorization request's extra parameters for a re-authentication under way."""
-    if STEP_UP not in request.session:
-        return {}
-    return {"prompt": "login", "max_age": "0"}
-
-
-def describe(kept: dict[str, Any] | None) -> str:
-    """For the audit record: how and when (UTC, ISO 8601) the person authenticated."""
-    if kept is None:
-        return "authenticated: unknown"
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(kept.get("at", 0))))
-    how = "company sign-in" if kept.get("method") == "oidc" else "password"
-    acr = f", acr {kept['acr']}" if kept.get("acr") else ""
-    return f"authenticated: {how} at {at}{acr}"

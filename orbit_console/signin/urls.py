@@ -14,5 +14,7 @@ urlpatterns = [
     path("signin/confirm", views.confirm, name="confirm"),
     path("people/<str:username>", views.person_page, name="person"),
     path("people/<str:username>/signout", views.person_sign_out, name="person_sign_out"),
+    path("people/<str:username>/link", views.person_link, name="person_link"),
+    path("people/<str:username>/held/<str:held_id>", views.person_held, name="person_held"),
     path("signout/everywhere", views.sign_out_everywhere, name="sign_out_everywhere"),
 ]

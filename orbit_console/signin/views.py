@@ -4,29 +4,41 @@ person sees when it does not let them in."""
 import logging
 import time
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlparse
 
 from django.contrib import messages
-from django.contrib.auth import authenticate, logout
+from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from orbit_console.lib.ids import is_id
 from orbit_console.ops.sessions import sessions_of_user
-from orbit_console.signin import provider, session
-from orbit_console.signin.backends import REFUSED
+from orbit_console.ops.sockets import end_sessions
+from orbit_console.people.accounts import (
+    LinkRefused,
+    account_unlink,
+    accounts_link,
+    linked_accounts,
+    mark_company,
+)
+from orbit_console.people.models import Account
+from orbit_console.signin import confirmations, flows, provider, session
+from orbit_console.signin.backends import HELD, REFUSED
 from orbit_console.signin.logout import LogoutTokenRefused, backchannel_logout, person_sessions_end
-from orbit_console.signin.models import OidcIdentity
-from orbit_console.signin.stepup import STEP_UP, is_company_session, record_authentication
+from orbit_console.signin.models import HeldSignin, OidcIdentity
+from orbit_console.signin.services import held_signin_decide
+from orbit_console.signin.stepup import is_company_session, record_authentication, step_up_refusal
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +57,17 @@ class OidcStart(OIDCAuthenticationRequestView):
             return render(request, "signin/unavailable.html", status=404)
         try:
             self.OIDC_OP_AUTH_ENDPOINT = provider.endpoint("authorization_endpoint")
-        except provider.ProviderUnavailable:
+        except provider.ProviderUnavailable as unavailable:
+            log.warning("company sign-in unavailable: %s", unavailable)
             return render(request, "signin/unavailable.html", status=503)
+        self.purpose = flows.wanted(request)
         response: HttpResponse = super().get(request)
+        [state] = parse_qs(urlparse(response["Location"]).query)["state"]
+        flows.made(request, state=state, purpose=self.purpose)
         return response
 
     def get_extra_params(self, request: HttpRequest) -> dict[str, str]:
-        return session.extra_auth_params(request)
+        return session.extra_auth_params(self.purpose)
 
 
 class OidcCallback(OIDCAuthenticationCallbackView):
@@ -60,6 +76,11 @@ class OidcCallback(OIDCAuthenticationCallbackView):
     get_settings = staticmethod(provider.library_setting)
 
     def get(self, request: HttpRequest) -> HttpResponse:
+        # Which of the session's requests this answers (flows.py), and what to end if it
+        # is a re-check refused: read before the library reloads or flushes the session.
+        self.flow = flows.answered(request, request.GET.get("state", ""))
+        self.session_key = request.session.session_key
+        self.next_url = request.session.get("oidc_login_next") or "/"
         try:
             response: HttpResponse = super().get(request)
         except SuspiciousOperation:  # a state this browser did not start: the page, not a 400
@@ -67,10 +88,18 @@ class OidcCallback(OIDCAuthenticationCallbackView):
         return response
 
     def login_failure(self) -> HttpResponse:
+        if self.flow.purpose == flows.RECHECK:
+            return self.recheck_refused()
         outcome = getattr(self.request, "oidc_outcome", None)
         if outcome == REFUSED:
             context = {"provider_name": provider.display_name()}
             return render(self.request, "signin/refused.html", context, status=403)
+        if outcome == HELD:
+            context = {
+                "provider_name": provider.display_name(),
+                "held_id": getattr(self.request, "oidc_held", ""),
+            }
+            return render(self.request, "signin/held.html", context, status=403)
         return render(
             self.request,
             "signin/failed.html",
@@ -79,17 +108,39 @@ class OidcCallback(OIDCAuthenticationCallbackView):
         )
 
     def login_success(self) -> HttpResponse:
-        asked = self.request.session.get(STEP_UP)
-        if asked is not None:
-            # A re-authentication before approving: the same person, authenticated at the
-            # provider after it was asked (``prompt=login``, ``max_age=0``).
-            info = getattr(self.request, "oidc_signin", {})
-            auth_time = float(info.get("auth_time") or 0)
-            if self.user != self.request.user or auth_time < float(asked) - 5:
+        info = getattr(self.request, "oidc_signin", {})
+        same_person = self.user == self.request.user
+        if self.flow.purpose == flows.RECHECK:
+            if not same_person:  # the provider's session is someone else's now
+                return self.recheck_refused()
+            session.remember_recheck(self.request, info)
+            return HttpResponseRedirect(self.success_url)
+        if self.flow.purpose == flows.STEP_UP:
+            # The same person, authenticated at the provider since the console asked.
+            refused = "another person" if not same_person else None
+            refused = refused or step_up_refusal(
+                auth_time=info.get("auth_time"), acr=info.get("acr"), asked_at=self.flow.asked_at
+            )
+            if refused:
+                log.warning("step-up refused: %s", refused)
                 return self.login_failure()
         response: HttpResponse = super().login_success()
-        session.remember_signin(self.request, getattr(self.request, "oidc_signin", {}))
+        session.remember_signin(self.request, info)
         return response
+
+    def recheck_refused(self) -> HttpResponse:
+        """The provider no longer admits the person (their session there ended, they were
+        disabled, no rule admits their groups): signed out here, sockets too. A form they
+        were sending is kept (it was, before the round trip) for when they sign in again."""
+        logout(self.request)
+        end_sessions([self.session_key or ""])
+        log.info("company sign-in re-check refused: signed out")
+        messages.warning(
+            self.request,
+            _("%(provider)s no longer confirms your sign-in. Sign in again to continue.")
+            % {"provider": provider.display_name()},
+        )
+        return redirect_to_login(self.next_url)
 
 
 @csrf_exempt
@@ -142,20 +193,21 @@ def confirm(request: HttpRequest) -> HttpResponse:
     password."""
     next_url = _safe_next(request)
     if is_company_session(request):
-        request.session[STEP_UP] = int(time.time())
-        return redirect(f"{reverse('signin:oidc_start')}?{urlencode({'next': next_url})}")
-    error = ""
+        return redirect(flows.ask(request, flows.STEP_UP, next_url=next_url))
+    user = request.user
+    assert isinstance(user, User)  # noqa: S101 -- login_required
+    # The person's own throttle, not django-axes' (which counts by address): confirmations.py.
+    error, until = "", confirmations.locked_until(user)
     if request.method == "POST":
-        user = request.user
-        assert isinstance(user, User)  # noqa: S101 -- login_required
-        again = authenticate(
-            request, username=user.get_username(), password=request.POST.get("password", "")
-        )
-        if again is not None and again.pk == user.pk:
+        done = confirmations.stepup_confirm(user=user, password=request.POST.get("password", ""))
+        if done.outcome == confirmations.CONFIRMED:
             record_authentication(request, method="password", at=time.time())
             return redirect(next_url)
-        error = "wrong"
-    return render(request, "signin/confirm.html", {"next": next_url, "error": error})
+        error, until = done.outcome, done.locked_until
+    if until is not None:
+        error = confirmations.LOCKED
+    context = {"next": next_url, "error": error, "locked_until": until}
+    return render(request, "signin/confirm.html", context, status=429 if until else 200)
 
 
 def _administrator(request: HttpRequest) -> None:
@@ -168,17 +220,81 @@ def _administrator(request: HttpRequest) -> None:
 @login_required
 @never_cache
 def person_page(request: HttpRequest, username: str) -> HttpResponse:
-    """``GET /people/NAME`` (administrators): who the person is, and ending their sessions."""
+    """``GET /people/NAME`` (administrators): who the person is, which accounts are theirs, the
+    company sign-ins held because they match this account, and ending their sessions."""
     _administrator(request)
     person = get_object_or_404(User, username=username)
     identity = OidcIdentity.objects.filter(user=person).first()
+    linked = linked_accounts(person)
+    mark_company([person, *(account.user for account in linked)])
     context = {
         "person": person,
         "roles": sorted(person.groups.values_list("name", flat=True)),
         "identity": identity,
         "sessions": len(sessions_of_user(person.pk)),
+        "linked": linked,
+        "own": Account.objects.filter(user=person).first(),
+        "held": HeldSignin.objects.filter(matches=person).order_by("created_at"),
     }
     return render(request, "signin/person.html", context)
+
+
+@login_required
+@require_POST
+def person_link(request: HttpRequest, username: str) -> HttpResponse:
+    """``POST /people/NAME/link`` (administrators): NAME and the account named ``other`` are
+    one person (as ``manage.py console link NAME OTHER``); ``unlink``: NAME is a person of its
+    own again."""
+    _administrator(request)
+    person = get_object_or_404(User, username=username)
+    by = request.user.get_username()
+    try:
+        if request.POST.get("unlink"):
+            account_unlink(user=person)
+            messages.success(request, _("%(name)s is a person of its own again.") % _name(person))
+        else:
+            wanted = request.POST.get("other", "")[:150]
+            other = User.objects.filter(username=wanted).first()
+            if other is None:
+                raise LinkRefused(_("No account has that name, exactly."))
+            accounts_link(user=person, other=other, how=Account.ADMINISTRATOR, by=by)
+            messages.success(
+                request,
+                _("%(name)s and %(other)s are one person: neither decides what the other proposes.")
+                % {**_name(person), "other": other.get_username()},
+            )
+    except LinkRefused as refused:
+        messages.error(request, str(refused))
+    return redirect("signin:person", username=person.get_username())
+
+
+@login_required
+@require_POST
+def person_held(request: HttpRequest, username: str, held_id: str) -> HttpResponse:
+    """``POST /people/NAME/held/ID`` (administrators): decide a company sign-in held because it
+    matches NAME — ``same`` (NAME's person: its account is made and linked) or ``apart``
+    (someone else: its account is made, a person of its own)."""
+    _administrator(request)
+    person = get_object_or_404(User, username=username)
+    decision = request.POST.get("decision")
+    held = HeldSignin.objects.filter(id=held_id, matches=person).first() if is_id(held_id) else None
+    if held is None or decision not in ("same", "apart"):
+        raise Http404("no such held sign-in")
+    made = held_signin_decide(
+        held_id=held.id,
+        same_as=person if decision == "same" else None,
+        by=request.user.get_username(),
+    )
+    messages.success(
+        request,
+        _("Made %(made)s, a company account; its roles come from its groups when it signs in.")
+        % {"made": made.get_username()},
+    )
+    return redirect("signin:person", username=person.get_username())
+
+
+def _name(user: User) -> dict[str, str]:
+    return {"name": user.get_username()}
 
 
 @login_required

@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 
 from orbit_console.client import OrbitClient, OrbitError
 from orbit_console.decisions.models import ConsoleEvent
+from orbit_console.people.accounts import mark_company
 from orbit_console.people.person import Person, actor_names
 from orbit_console.timeline.entries import Entry, from_event, from_operation, merged
 
@@ -106,4 +107,9 @@ def _console_events(
     if until is not None:
         events = events.filter(created_at__lt=until)
     events = events.order_by("-created_at", "-id")
-    return list(events[:CONSOLE_ONLY_LIMIT] if limited else events)
+    read = list(events[:CONSOLE_ONLY_LIMIT] if limited else events)
+    mark_company(
+        [e.actor for e in read]
+        + [e.submission.created_by for e in read if e.submission is not None]
+    )
+    return read

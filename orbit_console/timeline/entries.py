@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from orbit_console.client import OperationDetail
 from orbit_console.decisions.models import EVENT_LABELS, ConsoleEvent
 from orbit_console.lib.rfc3339 import format_utc, parse_utc
+from orbit_console.people.person import is_company_actor
 
 ACTION_LABELS = {
     "task.accepted": _("Accepted"),
@@ -39,6 +40,9 @@ class Entry:
     batch_id: str = ""  # the batch the decision is part of (docs/bulk.md)
     # A console entry with no actor: the author of the decision the console carried out.
     on_behalf_of: str = ""
+    # Company accounts are marked wherever they are named (docs/sign-in.md).
+    actor_company: bool = False
+    on_behalf_company: bool = False
     changes: list[tuple[str, str, str]] = field(default_factory=list)  # (what, before, after)
     new_task_id: str = ""
     source_task_id: str = ""
@@ -48,6 +52,18 @@ class Entry:
     def label(self) -> str:
         labels = ACTION_LABELS if self.source == "platform" else EVENT_LABELS
         return str(labels.get(self.kind, self.kind))
+
+    @property
+    def company_names(self) -> frozenset[str]:
+        """Those of the entry's people that are company accounts (``{{ name|named_in }}``)."""
+        return frozenset(
+            name
+            for name, company in (
+                (self.actor, self.actor_company),
+                (self.on_behalf_of, self.on_behalf_company),
+            )
+            if company
+        )
 
     @property
     def sort_key(self) -> str:
@@ -104,6 +120,7 @@ def from_operation(
         else data["created_at"],
         actor=actor_names.get(actor_id, ""),
         actor_id=actor_id,
+        actor_company=is_company_actor(actor_id),
         reason=data.get("reason") or "",
         evidence_ref=data.get("evidence_ref") or "",
         before=data.get("before"),
@@ -144,6 +161,8 @@ def from_event(event: ConsoleEvent | dict[str, Any]) -> Entry:
         created_at=parse_utc(data["created_at"]),
         actor=data.get("actor") or "",
         on_behalf_of=data.get("for") or "",
+        actor_company=bool(data.get("actor_company")),
+        on_behalf_company=bool(data.get("for_company")),
         note=data.get("note") or "",
         submission_id=data.get("submission_id") or "",
         proposal_id=data.get("proposal_id") or "",

@@ -11,6 +11,8 @@ sign-in form, a groups claim, back-channel logout.
   page's socket at once; a forged, expired, replayed or misdirected logout token is refused.
 - Signing out signs out of the provider too (RP-initiated logout); "sign out everywhere" ends
   every session of the person's.
+- Going through the provider's open session again (no form, no ``auth_time``) never makes a
+  session fresh enough to decide: deciding asks for the password at the provider.
 """
 
 import json
@@ -430,17 +432,21 @@ def test_a_change_of_groups_changes_the_roles_at_the_next_re_check_and_a_refused
     expect(page).to_have_url(re.compile(re.escape(f"{server.url}/signin")))
 
 
-def test_deciding_with_an_old_company_sign_in_signs_in_at_the_provider_again_and_keeps_the_reason(
+def test_a_silent_sign_in_never_lets_a_supervisor_decide_and_the_step_up_keeps_the_reason(
     page: Page, server: DaphneServer, idp: OidcProvider, oidc_world: dict[str, Any], live_db: None
 ) -> None:
+    """Issue 39 item 1: the provider's ID tokens carry no ``auth_time`` unless ``max_age`` is
+    asked (oidc-provider's default, as Google's and Entra ID's). Going through
+    ``/signin/oidc`` again rides the provider's open session — no form — and before, its
+    ``iat`` made the session fresh: the supervisor decided with no sign-in at all."""
     login = f"sam-{secrets.token_hex(3)}"
     idp.set_account(login, groups=["orbit-supervisors"])
     operator = make_person(oidc_world, "operator")
     proposal = pending_retry(oidc_world, operator)
     company_sign_in(page, server, login)
     expect(page.locator("header .who")).to_contain_text(login)
-    page.goto(f"{server.url}/proposals/{proposal.id}")
-    time.sleep(STEP_UP_SECONDS + 1)
+    page.goto(f"{server.url}/signin/oidc?next=/proposals/{proposal.id}")
+    expect(page).to_have_url(f"{server.url}/proposals/{proposal.id}")  # asked nothing
     reason = "Wrong revision: the task moved after the review"
     page.fill("#reject-reason", reason)
     reject = page.locator("#reject-reason").locator("xpath=ancestor::form")

@@ -130,6 +130,10 @@ ROUTES: dict[str, Route] = {
     # Administrators only (Django's superusers; tests/console/test_commands.py): no role is one.
     "signin:person": Route("/people/nobody", {"GET": every(403)}, scoped=False),
     "signin:person_sign_out": Route("/people/nobody/signout", {"POST": every(403)}, scoped=False),
+    "signin:person_link": Route("/people/nobody/link", {"POST": every(403)}, scoped=False),
+    "signin:person_held": Route(
+        "/people/nobody/held/0123456789abcdef0123456789abcdef", {"POST": every(403)}, scoped=False
+    ),
     "console:approvals": Route(
         "/approvals", {"GET": {"operator": 403, "supervisor": 200, "auditor": 403}}, scoped=False
     ),

@@ -1,7 +1,9 @@
 """Evidence that links (issue 32): a namespace's policy — a pattern with an example, a link
 template — checked by the wizard before confirming and shown as a link on the pages and in
-notifications. Without a policy nothing changes."""
+notifications. Without a policy nothing changes. Whatever the pattern, checking a reference and
+making its link take time linear in a reference no longer than the API takes (issue 41)."""
 
+import io
 import json
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.template import Context, Template
+from django.utils import timezone
 
 from orbit_console.console.explorer import (
     Filters,
@@ -22,14 +25,26 @@ from orbit_console.decisions.evidence import (
     PolicyRefused,
     evidence_link,
     evidence_policy_set,
+    matches,
     policy_for,
 )
+from orbit_console.decisions.models import EvidencePolicy
 from orbit_console.decisions.proposals import proposal_create
+from orbit_console.ledger.lifecycle import namespace_create
+from orbit_console.lib.ids import new_id
+from orbit_console.lib.recovery_rules import MAX_EVIDENCE_REF_CHARS
 from orbit_console.notifications.models import Notification
 from orbit_console.notifications.payloads import plain
 from tests.notifications.conftest import person
 
 TRACKER = "https://tracker.example.com/browse/INC-{1}"
+SHOWN = Template("{% load evidence %}{% evidence_ref ref ns %}")  # the proposal's, the batch's
+
+
+@pytest.fixture
+def namespace(live_db: None) -> str:
+    """A namespace of the embedded ledger: ``manage.py evidence`` takes no other (issue 41)."""
+    return namespace_create(name=f"evidence {new_id()}")[0].id
 
 
 def decide(evidence: str, namespace: str) -> ReviewDecideForm:
@@ -98,7 +113,7 @@ def test_pages_and_notifications_show_the_reference_as_a_link(namespace: str) ->
     assert "Evidence link: https://tracker.example.com/browse/INC-42" in payload["data"]["lines"]
 
     # What the proposal's and the batch's pages render (templates/console/proposal.html).
-    shown = Template("{% load evidence %}{% evidence_ref ref ns %}")
+    shown = SHOWN
     linked = shown.render(Context({"ref": "INC-42", "ns": namespace}))
     assert 'href="https://tracker.example.com/browse/INC-42"' in linked
     plain_text = shown.render(Context({"ref": "<b>INC-x</b>", "ns": namespace}))
@@ -135,3 +150,73 @@ def test_a_batch_decision_is_held_to_the_namespaces_pattern(namespace: str) -> N
     with pytest.raises(ProposalRefused, match="INC-9"):
         batch_decide(batch, person=author, decision=decision)
     batch_decide(batch, person=author, decision={**decision, "evidence_ref": "INC-10"})
+
+
+def test_a_catastrophic_pattern_holds_no_page_issue_41(namespace: str) -> None:
+    """``(a+)+`` took 6.3 s on a 26-character reference in Python's ``re``, doubling per
+    character. Matched by RE2, the longest reference the API takes, built to make a backtracking
+    engine try every way to split it, is judged at once by each place that checks or links one:
+    the wizard, the proposal's page, a notification. (This test never ends on the old code.)"""
+    call_command(
+        "evidence", "set", namespace, "--pattern", "(a+)+", "--example", "aaa", "--link", TRACKER
+    )
+    hostile = "a" * (MAX_EVIDENCE_REF_CHARS - 1) + "!"
+
+    refused = decide(hostile, namespace)
+    assert not refused.is_valid() and "aaa" in str(refused.errors["evidence_ref"])
+    assert "href" not in SHOWN.render(Context({"ref": hostile, "ns": namespace}))
+    assert evidence_link(namespace, hostile) == ""
+    assert decide("a" * MAX_EVIDENCE_REF_CHARS, namespace).is_valid()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "construct"),
+    [
+        (r"(INC)-\1", "a backreference"),
+        (r"(?=INC)INC-\d+", "a lookahead"),
+        ("(?<=I)NC", "a lookbehind"),
+    ],
+)
+def test_what_re2_cannot_express_is_refused_at_set_by_name(
+    namespace: str, pattern: str, construct: str
+) -> None:
+    with pytest.raises(CommandError, match=f"RE2 cannot express {construct}"):
+        call_command("evidence", "set", namespace, "--pattern", pattern, "--example", "INC-INC")
+    assert policy_for(namespace) is None
+
+
+def test_a_reference_longer_than_the_api_takes_is_never_matched_C10(namespace: str) -> None:
+    """The API takes at most 512 characters (C10): the wizard's field says so with the count,
+    and the policy's check and link refuse a longer one without trying the pattern on it."""
+    evidence_policy_set(
+        namespace_id=namespace, pattern=r"INC-(\d+)", example="INC-1", link_template=TRACKER
+    )
+    policy = policy_for(namespace)
+    assert policy is not None
+    overlong = "INC-" + "1" * MAX_EVIDENCE_REF_CHARS
+    assert not matches(policy, overlong) and evidence_link(namespace, overlong) == ""
+    assert not decide(overlong, namespace).is_valid()
+    longest = overlong[:MAX_EVIDENCE_REF_CHARS]
+    assert matches(policy, longest) and evidence_link(namespace, longest)
+
+    with pytest.raises(PolicyRefused, match="the pattern is 201 characters long: at most 200"):
+        evidence_policy_set(namespace_id=namespace, pattern="I" * 201, example="I")
+    with pytest.raises(PolicyRefused, match="the example is no evidence reference"):
+        evidence_policy_set(namespace_id=namespace, pattern="INC 1", example="INC 1")
+
+
+def test_a_policy_re2_cannot_match_checks_nothing_and_says_so(namespace: str) -> None:
+    """A pattern stored before patterns were RE2's, with a lookahead: rather than refuse every
+    reference in the namespace, it checks none (as without a policy), and ``show`` marks it."""
+    EvidencePolicy.objects.create(
+        namespace_id=namespace,
+        pattern=r"(?=INC)INC-(\d+)",
+        example="INC-1",
+        link_template=TRACKER,
+        updated_at=timezone.now(),
+    )
+    assert decide("free-text", namespace).is_valid()
+    assert evidence_link(namespace, "INC-1") == ""
+    out = io.StringIO()
+    call_command("evidence", "show", namespace, stdout=out)
+    assert "NOT CHECKED: RE2 cannot match this pattern" in out.getvalue()

@@ -2,7 +2,7 @@
 it to do, checked against it directly."""
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -11,25 +11,15 @@ from django.core.exceptions import SuspiciousOperation
 
 from orbit_console.signin import provider as signin_provider
 from orbit_console.signin.backends import OidcBackend
+from tests.signin.conftest import CALLBACK, CLIENT_ID, CLIENT_SECRET, LIKE_GOOGLE
 from tests.support.oidc import OidcProvider
 
 pytestmark = pytest.mark.system_extra
 
-CLIENT = {
-    "client_id": "console",
-    "client_secret": "a-secret-of-thirty-two-characters!",
-    "redirect_uris": ["http://127.0.0.1:9/oidc/callback/"],
-    "grant_types": ["authorization_code", "refresh_token"],
-    "backchannel_logout_uri": "http://127.0.0.1:9/oidc/backchannel-logout",
-    "backchannel_logout_session_required": True,
-}
 
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[OidcProvider]:
-    started = OidcProvider().start([CLIENT])
-    yield started
-    started.stop()
+@pytest.fixture
+def provider(providers: Callable[..., OidcProvider]) -> OidcProvider:
+    return providers(**LIKE_GOOGLE)
 
 
 def test_the_provider_publishes_what_the_console_needs(provider: OidcProvider) -> None:
@@ -48,10 +38,10 @@ def test_the_provider_refuses_a_request_without_pkce(provider: OidcProvider) -> 
     answer = httpx.get(
         f"{provider.issuer}/auth",
         params={
-            "client_id": "console",
+            "client_id": CLIENT_ID,
             "response_type": "code",
             "scope": "openid",
-            "redirect_uri": CLIENT["redirect_uris"][0],
+            "redirect_uri": CALLBACK,
             "state": "s",
             "nonce": "n",
         },
@@ -70,7 +60,7 @@ def id_token_claims(provider: OidcProvider, **claims: object) -> dict[str, objec
     now = int(time.time())
     return {
         "iss": provider.issuer,
-        "aud": "console",
+        "aud": CLIENT_ID,
         "sub": "ada",
         "iat": now,
         "exp": now + 300,
@@ -83,7 +73,7 @@ def id_token_claims(provider: OidcProvider, **claims: object) -> dict[str, objec
     ("why", "claims"),
     [
         ("another client", {"aud": "another-app"}),
-        ("several audiences, issued to another", {"aud": ["console", "x"], "azp": "x"}),
+        ("several audiences, issued to another", {"aud": [CLIENT_ID, "x"], "azp": "x"}),
         ("another issuer", {"iss": "https://evil.example"}),
         ("expired", {"iat": 1_000_000, "exp": 1_000_300}),
     ],
@@ -98,8 +88,8 @@ def test_an_id_token_the_console_was_not_meant_to_accept_is_refused(
     """Signed with the provider's own key: the library checks the signature and the nonce,
     the console's backend the rest (signin/backends.py)."""
     settings.OIDC_ISSUER = provider.issuer
-    settings.OIDC_RP_CLIENT_ID = "console"
-    settings.OIDC_RP_CLIENT_SECRET = CLIENT["client_secret"]
+    settings.OIDC_RP_CLIENT_ID = CLIENT_ID
+    settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
     monkeypatch.setattr(signin_provider, "_cached", None)  # this provider's discovery
     backend = OidcBackend()
     good = provider.sign(id_token_claims(provider))

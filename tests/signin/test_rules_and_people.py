@@ -1,5 +1,6 @@
 """Roles from groups (signin/rules.py) and the people they make (signin/services.py)."""
 
+import secrets
 from typing import Any
 
 import pytest
@@ -72,13 +73,22 @@ def test_a_person_is_provisioned_kept_in_step_and_revoked(world: Any) -> None:
 
 @pytest.mark.django_db
 def test_a_company_person_never_takes_over_a_local_account_of_the_same_name(world: Any) -> None:
+    """Held for an administrator (signin/placement.py); decided to be someone else, a name of
+    its own and no usable password."""
     from django.contrib.auth.models import User
 
-    local = User.objects.create_user("grace", password="a long local password")
+    from orbit_console.signin.models import HeldSignin
+    from orbit_console.signin.services import held_signin_decide
+
+    name = f"grace-{secrets.token_hex(3)}"
+    local = User.objects.create_user(name, password="a long local password")
     [rule] = parse_rules('[{"value": "ops", "roles": ["auditor"]}]')
-    user = oidc_person_sync(
-        issuer=ISSUER, claims={"sub": "00u2", "preferred_username": "grace"}, rule=rule
+    held = oidc_person_sync(
+        issuer=ISSUER, claims={"sub": f"00u-{name}", "preferred_username": name}, rule=rule
     )
+    assert isinstance(held, HeldSignin)
+    assert list(held.matches.all()) == [local]
+    user = held_signin_decide(held_id=held.id, same_as=None, by="test")
     assert user != local
-    assert user.username == "grace-2"
+    assert user.username == f"{name}-2"
     assert not user.has_usable_password()

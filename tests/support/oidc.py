@@ -10,10 +10,13 @@ under CI (``CI`` set) a missing provider fails the run.
 
 import json
 import os
+import re
 import shutil
 import subprocess
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
+from urllib.parse import urljoin
 
 import httpx
 import pytest
@@ -40,14 +43,38 @@ def node() -> str:
     pytest.skip(message)
 
 
+@dataclass(frozen=True)
+class Quirks:
+    """How a provider departs from the suite's usual one, as real providers do: the console is
+    tested against each shape it must meet, not only the one configuration
+    (``provider.mjs`` applies them; a name it does not know stops its start).
+
+    To add a quirk: a field here, with the providers that have it, and the same name in
+    ``provider.mjs``'s ``QUIRKS`` with what it changes there."""
+
+    # The issuer ends with "/" (and so does every token's ``iss``): Auth0, Authentik, Ory Hydra.
+    issuer_trailing_slash: bool = False
+    # False: no refresh token is issued. Google with ``openid profile email``; any provider
+    # whose client is not allowed ``offline_access``.
+    refresh_tokens: bool = True
+    # "when_asked": ``auth_time`` only in ID tokens of a request with ``max_age`` (or
+    # ``prompt=login``), as oidc-provider does by default and many certified providers do;
+    # "always": in every ID token, as Okta and Keycloak.
+    auth_time: Literal["when_asked", "always"] = "when_asked"
+    # The groups claim rides in the ID token too, not only in userinfo.
+    groups_in_id_token: bool = False
+
+
 class OidcProvider(LoggedProcess):
     """One provider process on a port of its own; ``clients`` is oidc-provider's client
     metadata (``client_id``, ``client_secret``, ``redirect_uris``, ...)."""
 
-    def __init__(self, *, groups_in_id_token: bool = False) -> None:
+    def __init__(self, quirks: Quirks | None = None) -> None:
         self.port = free_port()
-        self.issuer = f"http://127.0.0.1:{self.port}"
-        self.groups_in_id_token = groups_in_id_token
+        self.quirks = quirks or Quirks()
+        # Where it answers; the issuer is that, exactly as the provider spells it.
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.issuer = self.base_url + ("/" if self.quirks.issuer_trailing_slash else "")
         self.process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
         LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -59,7 +86,7 @@ class OidcProvider(LoggedProcess):
             **os.environ,
             "OIDC_PORT": str(self.port),
             "OIDC_CLIENTS": json.dumps(clients),
-            "OIDC_GROUPS_IN_ID_TOKEN": "1" if self.groups_in_id_token else "0",
+            "OIDC_QUIRKS": json.dumps(asdict(self.quirks)),
         }
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
@@ -79,29 +106,81 @@ class OidcProvider(LoggedProcess):
 
     @property
     def discovery_url(self) -> str:
-        return f"{self.issuer}/.well-known/openid-configuration"
+        return f"{self.base_url}/.well-known/openid-configuration"
 
     # What the identity team does at the provider.
     def set_account(
-        self, sub: str, *, groups: list[str] | None = None, disabled: bool | None = None
+        self,
+        sub: str,
+        *,
+        groups: list[str] | None = None,
+        disabled: bool | None = None,
+        claims: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """``claims`` go over the provider's defaults for the person (``preferred_username``
+        is the ``sub``, ``email`` ``sub@example.com``, ``email_verified`` true); ``None`` for a
+        claim leaves it out."""
         body: dict[str, Any] = {}
         if groups is not None:
             body["groups"] = groups
         if disabled is not None:
             body["disabled"] = disabled
-        done = httpx.put(f"{self.issuer}/test/accounts/{sub}", json=body, timeout=10)
+        if claims is not None:
+            body["claims"] = claims
+        done = httpx.put(f"{self.base_url}/test/accounts/{sub}", json=body, timeout=10)
         done.raise_for_status()
         return dict(done.json())
 
     def backchannel_logout(self, sub: str) -> list[dict[str, Any]]:
         """Send every client a logout token for ``sub``'s sessions; what each answered."""
-        done = httpx.post(f"{self.issuer}/test/backchannel/{sub}", timeout=30)
+        done = httpx.post(f"{self.base_url}/test/backchannel/{sub}", timeout=30)
         done.raise_for_status()
         return list(done.json()["sent"])
 
     def sign(self, claims: dict[str, Any], *, typ: str | None = None) -> str:
         """A JWT of ``claims`` signed with the provider's own key."""
-        done = httpx.post(f"{self.issuer}/test/sign", json={"claims": claims, "typ": typ})
+        done = httpx.post(f"{self.base_url}/test/sign", json={"claims": claims, "typ": typ})
         done.raise_for_status()
         return str(done.json()["token"])
+
+
+class AtTheProvider:
+    """A browser's side at the provider, without a browser: its cookies there (so its session
+    at the provider, once signed in), the provider's redirects followed and its own sign-in form
+    filled. For tests that drive the console in-process (Django's test client) and need only
+    the provider to be real."""
+
+    def __init__(self, provider: OidcProvider) -> None:
+        self.provider = provider
+        self.http = httpx.Client(timeout=30)
+        self.asked_to_sign_in = False
+
+    def authorize(self, url: str, *, login: str | None = None) -> str:
+        """Follow the authorization request ``url`` until the provider sends the browser away
+        (to the console's callback, with a code or an error): where to. Signs in as ``login``
+        when the provider asks for it (``asked_to_sign_in`` says whether it did); asked
+        without a ``login``, fails."""
+        self.asked_to_sign_in = False
+        answer = self.http.get(url)
+        for _ in range(12):
+            if answer.is_redirect:
+                url = urljoin(url, answer.headers["location"])
+                if not url.startswith(self.provider.base_url + "/"):
+                    return url
+                answer = self.http.get(url)
+                continue
+            form = re.search(r'<form[^>]*action="([^"]+)"', answer.text)
+            if answer.status_code != 200 or form is None or 'name="login"' not in answer.text:
+                raise AssertionError(f"the provider answered {answer.status_code}: {answer.text}")
+            assert login is not None, "the provider asked to sign in"
+            self.asked_to_sign_in = True
+            fields = {"prompt": "login", "login": login, "password": "any password"}
+            answer = self.http.post(urljoin(url, form.group(1)), data=fields)
+        raise AssertionError("the provider never sent the browser back")
+
+    def forget(self) -> None:
+        """Its cookies at the provider go (a browser of its own, signed in nowhere)."""
+        self.http.cookies.clear()
+
+    def close(self) -> None:
+        self.http.close()

@@ -42,6 +42,7 @@ from orbit_console.decisions.proposals import (
 from orbit_console.decisions.submissions import submission_send
 from orbit_console.lib.ids import is_id
 from orbit_console.people.access import can_read_task, require_task_access, require_task_read
+from orbit_console.people.accounts import accounts_of, mark_company, shown_name
 from orbit_console.people.person import SUPERVISOR, Person
 
 RECENT = 20
@@ -57,8 +58,8 @@ async def approvals_queue(request: HttpRequest) -> HttpResponse:
     context = {
         "pending": [p for p in pending if p.task_id in readable],
         "recent": [p for p in recent if p.task_id in readable],
-        "pending_batches": await sync_to_async(awaiting_approval)(person),
-        "viewer_id": request.user.pk,
+        "pending_batches": await sync_to_async(_batches)(person),
+        "viewer_ids": await sync_to_async(accounts_of)(person.user.pk),
     }
     template = "console/approvals.html#rows" if request.htmx else "console/approvals.html"  # type: ignore[attr-defined]
     return await arender(request, template, context)
@@ -73,7 +74,14 @@ def _queue(person: Person) -> tuple[list[Any], list[Proposal]]:
     )
     decided = proposals.exclude(state=ProposalState.PENDING).select_related("submission")
     recent = list(decided.order_by("-decided_at")[:RECENT])
+    mark_company([p.proposed_by for p in pending] + [p.decided_by for p in recent])
     return pending, recent
+
+
+def _batches(person: Person) -> list[Any]:
+    waiting = awaiting_approval(person)
+    mark_company(batch.created_by for batch in waiting)
+    return waiting
 
 
 async def _readable_tasks(person: Person, task_ids: set[str]) -> set[str]:
@@ -95,7 +103,13 @@ def _load(proposal_id: str) -> tuple[Proposal, list[ConsoleEvent], Submission | 
     events = ConsoleEvent.objects.filter(proposal=proposal).select_related("actor")
     approvals = list(proposal.approvals.select_related("approver").order_by("created_at"))
     proposal.approval_list = approvals  # type: ignore[attr-defined]
-    return proposal, list(events.order_by("created_at", "id")), submission
+    events_read = list(events.order_by("created_at", "id"))
+    mark_company(
+        [proposal.proposed_by, proposal.decided_by]
+        + [a.approver for a in approvals]
+        + [e.actor for e in events_read]
+    )
+    return proposal, events_read, submission
 
 
 @require_GET
@@ -103,6 +117,7 @@ def _load(proposal_id: str) -> tuple[Proposal, list[ConsoleEvent], Submission | 
 async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpResponse:
     proposal, events, submission = await sync_to_async(_load)(proposal_id)
     person: Person = request.person  # type: ignore[attr-defined]
+    mine = await sync_to_async(accounts_of)(person.user.pk)
     _, read = await require_task_read(person, proposal.task_id, what="proposal")
     current, current_error = await task_now(request, proposal.task_id, read=read)
     applied = submission is not None and submission.state == SubmissionState.SUCCEEDED
@@ -113,7 +128,7 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
     else:
         drift = _drift(proposal, current)
     context = {
-        **await _restored(request, proposal, person),
+        **await _restored(request, proposal, person, mine),
         **await _field_error(request, proposal.id),
         "proposal": proposal,
         "events": events,
@@ -124,9 +139,9 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
         "applied": applied,
         "can_decide": proposal.is_pending
         and person.has_role(SUPERVISOR)
-        and person.user.pk != proposal.proposed_by_id,
+        and proposal.proposed_by_id not in mine,
         "can_withdraw": proposal.is_pending and person.user.pk == proposal.proposed_by_id,
-        "approved_by_me": any(a.approver_id == person.user.pk for a in proposal.approval_list),  # type: ignore[attr-defined]
+        "approved_by_me": any(a.approver_id in mine for a in proposal.approval_list),  # type: ignore[attr-defined]
         **await set_aside_context(
             request,
             proposal.id,
@@ -140,7 +155,9 @@ async def proposal_detail(request: HttpRequest, proposal_id: str) -> HttpRespons
     return await arender(request, "console/proposal.html", context)
 
 
-async def _restored(request: HttpRequest, proposal: Proposal, person: Person) -> dict[str, str]:
+async def _restored(
+    request: HttpRequest, proposal: Proposal, person: Person, mine: frozenset[int]
+) -> dict[str, str]:
     """A note or a reason typed before the session ended, back in its field after signing in
     (views/drafts.py); if the proposal was decided meanwhile, the page says what was typed."""
     draft = await take_draft(request)
@@ -154,9 +171,7 @@ async def _restored(request: HttpRequest, proposal: Proposal, person: Person) ->
     else:
         return {}
     may_decide = (
-        proposal.is_pending
-        and person.has_role(SUPERVISOR)
-        and person.user.pk != proposal.proposed_by_id
+        proposal.is_pending and person.has_role(SUPERVISOR) and proposal.proposed_by_id not in mine
     )
     if not text:
         return {}
@@ -362,13 +377,15 @@ async def _field_error(request: HttpRequest, proposal_id: str) -> dict[str, str]
 async def _tell_next_waiting(request: HttpRequest, person: Person, decided: str) -> None:
     """After deciding a proposal, the supervisor is told which one waits next (issue 30)."""
     following = await sync_to_async(next_waiting)(person, after=decided)
+    if following is not None:  # read here: naming a person may ask the database
+        await sync_to_async(mark_company)([following.proposed_by])
     if following is None:
         messages.info(request, _("Next waiting: none left — no other proposal waits for you."))
         return
     label = _("%(action)s of %(task)s, proposed by %(who)s") % {
         "action": following.get_action_display(),
         "task": following.task_id[:8],
-        "who": following.proposed_by.get_username(),
+        "who": shown_name(following.proposed_by),
     }
     messages.info(
         request,

@@ -36,6 +36,7 @@ from orbit_console.decisions.models import Batch, BatchItem, BatchState, ItemOut
 from orbit_console.decisions.proposals import ProposalRefused
 from orbit_console.lib import csvcells
 from orbit_console.lib.ids import is_id
+from orbit_console.people.accounts import accounts_of
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import SUPERVISOR, Person, orbit_client
 
@@ -351,7 +352,8 @@ def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
     left_out = list(items.exclude(ineligible="")[:SAMPLE])
     example = batches.item_body(batch, sample[0]) if batch.decision and sample else ""
     is_author = person.user.pk == batch.created_by_id
-    approved_by_me = batch.approvals.filter(approver_id=person.user.pk).exists()
+    mine = accounts_of(person.user.pk)
+    approved_by_me = batch.approvals.filter(approver_id__in=mine).exists()
     approval_required = batches.approval_required(batch.action)
     never_sent = batch.state == BatchState.DRAFT or (
         batch.state == BatchState.PROPOSED and not batch.approvals.exists()
@@ -368,7 +370,7 @@ def _page_context(person: Person, batch: Batch) -> dict[str, Any]:
         "count_change": batches.count_change(batch),
         "is_author": is_author,
         "may_decide": batch.state == BatchState.PROPOSED
-        and not is_author
+        and batch.created_by_id not in mine
         and person.has_role(SUPERVISOR),
         "approved_by_me": approved_by_me,
         # Offered from the proposal on: the page shows each control live as the state allows.

@@ -17,6 +17,7 @@ from orbit_console.console.views.drafts import remember_owner, sign_in_again
 from orbit_console.ops.sessions import touch
 from orbit_console.people.access import require_task_access
 from orbit_console.people.person import Person, load_person, orbit_client, role_permissions
+from orbit_console.signin import recheck
 from orbit_console.signin.session import KEY as OIDC_SESSION
 
 _answers = logging.getLogger("orbit_console.console.answers")
@@ -98,6 +99,8 @@ BACKGROUND_HEADER = "Orbit-Background"
 
 
 def _signed_in(request: HttpRequest) -> Person | None:
+    if not recheck.confirmed(request):  # a company sign-in due for its re-check at the provider
+        return None
     person = load_person(get_user(request))
     if person is not None and not request.headers.get(BACKGROUND_HEADER):
         touch(request.session)  # the person's request: the idle end moves (ops/sessions.py)

@@ -23,6 +23,7 @@ from orbit_console.decisions.models import Approval, Batch, ConsoleEvent, Follow
 from orbit_console.decisions.submissions import submission_send
 from orbit_console.lib.ids import is_id
 from orbit_console.people.access import require_task_read
+from orbit_console.people.accounts import company_names
 from orbit_console.people.person import Person
 
 
@@ -73,7 +74,7 @@ def _origin(submission: Submission) -> dict[str, Any]:
         .order_by("created_at", "id")
         .values_list("approver__username", flat=True)
     )
-    return {"batch": batch, "approved_by": approvers}
+    return {"batch": batch, "approved_by": approvers, "company": company_names(approvers)}
 
 
 @require_GET

@@ -51,6 +51,7 @@ from orbit_console.lib import strictjson
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
 from orbit_console.ops.views import remember_stored
 from orbit_console.people.access import require_task_access
+from orbit_console.people.accounts import mark_company, shown_name
 from orbit_console.people.person import Person
 
 _PIN_SALT = "orbit.console.wizard.pin"
@@ -183,13 +184,14 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
         availability = wizard.availability(task, person)
         waiting = await sync_to_async(pending_proposal_on)(task.id)
         if waiting is not None:
+            await sync_to_async(mark_company)([waiting.proposed_by])
             # Issue 30: a second person learned only after three steps that nothing was sent.
             availability.reasons.append(
                 _(
                     "A proposal on this task, made by %(who)s, is waiting for a supervisor's "
                     "approval: nothing else is decided on it until it is approved or rejected."
                 )
-                % {"who": waiting.proposed_by.get_username()}
+                % {"who": shown_name(waiting.proposed_by)}
             )
         if not availability.allowed:
             context = {"wizard": wizard, "task": task, "availability": availability}

@@ -2,27 +2,53 @@
 // started by tests/support/oidc.py: `node provider.mjs` with its configuration in the
 // environment.
 //
-//   OIDC_PORT                  the port to listen on (127.0.0.1)
-//   OIDC_CLIENTS               JSON: the clients (oidc-provider's client metadata)
-//   OIDC_GROUPS_IN_ID_TOKEN    "1": the groups claim rides in the ID token too (not only userinfo)
+//   OIDC_PORT      the port to listen on (127.0.0.1)
+//   OIDC_CLIENTS   JSON: the clients (oidc-provider's client metadata)
+//   OIDC_QUIRKS    JSON: how this provider departs from the suite's usual one, as real providers
+//                  do (tests/support/oidc.py, Quirks, names them and the providers that have them):
+//     issuer_trailing_slash  the issuer ends with "/" (and so does every token's iss)
+//     refresh_tokens         false: no refresh token is ever issued
+//     auth_time              "when_asked": auth_time only in ID tokens asked with max_age or
+//                            prompt=login (oidc-provider's own default); "always": in every one
+//     groups_in_id_token     the groups claim rides in the ID token too (not only userinfo)
+//                  A quirk not listed in QUIRKS below stops the start: a typo is never ignored.
 //
 // The sign-in form is oidc-provider's own (its dev interactions): any login name signs in as
 // that person, with any password; consent is given for every client (first party).
 //
 // Besides the provider, a few routes under /test/ let a test play the identity team:
-//   PUT  /test/accounts/:sub      {"groups": [...], "disabled": bool, "name": "..."}
+//   PUT  /test/accounts/:sub      {"groups": [...], "disabled": bool, "name": "...",
+//                                  "claims": {"preferred_username": "...", "email": null, ...}}
+//                                 (claims: over the defaults below; null leaves a claim out)
 //   POST /test/backchannel/:sub   send every client a back-channel logout token for that person
 //   POST /test/sign               {"claims": {...}, "typ": "..."}: a JWT signed with the
 //                                 provider's own key (for tests of expired or odd tokens)
 //   GET  /test/backchannel-log    what the back-channel deliveries answered
 import crypto from 'node:crypto';
 
-import Provider from 'oidc-provider';
+import Provider, { interactionPolicy } from 'oidc-provider';
+
+// Each quirk with its usual value. To add one: a key here, what it changes below, and the same
+// name in tests/support/oidc.py's Quirks.
+const QUIRKS = {
+  issuer_trailing_slash: false,
+  refresh_tokens: true,
+  auth_time: 'when_asked',
+  groups_in_id_token: false,
+};
+const quirks = { ...QUIRKS, ...JSON.parse(process.env.OIDC_QUIRKS || '{}') };
+for (const name of Object.keys(quirks)) {
+  if (!(name in QUIRKS)) throw new Error(`provider.mjs has no quirk named ${name}`);
+}
+if (!['when_asked', 'always'].includes(quirks.auth_time)) {
+  throw new Error(`auth_time is "when_asked" or "always", not ${quirks.auth_time}`);
+}
 
 const port = Number(process.env.OIDC_PORT);
-const issuer = `http://127.0.0.1:${port}`;
-const clients = JSON.parse(process.env.OIDC_CLIENTS || '[]');
-const groupsInIdToken = process.env.OIDC_GROUPS_IN_ID_TOKEN === '1';
+const issuer = `http://127.0.0.1:${port}${quirks.issuer_trailing_slash ? '/' : ''}`;
+const clients = JSON.parse(process.env.OIDC_CLIENTS || '[]').map((client) => (
+  quirks.auth_time === 'always' ? { ...client, require_auth_time: true } : client
+));
 
 const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
 const kid = crypto.randomBytes(8).toString('hex');
@@ -40,7 +66,20 @@ function account(sub) {
   return accounts.get(sub);
 }
 
+// A person disabled here is signed in here no more: their session asks for a sign-in again
+// (prompt=none is answered login_required), as a real provider's does when it ends the sessions
+// of a disabled account.
+const policy = interactionPolicy.base();
+const { Check } = interactionPolicy;
+policy.get('login').checks.add(new Check(
+  'account_disabled',
+  'the account is disabled',
+  'login_required',
+  (ctx) => (ctx.oidc.account ? Check.NO_NEED_TO_PROMPT : Check.REQUEST_PROMPT),
+));
+
 const provider = new Provider(issuer, {
+  interactions: { policy },
   clients,
   jwks: { keys: [signingJwk] },
   cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
@@ -51,7 +90,7 @@ const provider = new Provider(issuer, {
     email: ['email', 'email_verified'],
     groups: ['groups'],
   },
-  conformIdTokenClaims: !groupsInIdToken,
+  conformIdTokenClaims: !quirks.groups_in_id_token,
   acrValues: ['urn:orbit:password', 'urn:orbit:mfa'],
   features: {
     devInteractions: { enabled: true },
@@ -84,9 +123,10 @@ const provider = new Provider(issuer, {
     await grant.save();
     return grant;
   },
-  // Refresh tokens for every client allowed the grant (the console re-checks with them).
+  // Refresh tokens for every client allowed the grant (the console re-checks with them), unless
+  // this provider issues none.
   async issueRefreshToken(ctx, client) {
-    return client.grantTypeAllowed('refresh_token');
+    return quirks.refresh_tokens && client.grantTypeAllowed('refresh_token');
   },
   async findAccount(ctx, sub) {
     const found = account(sub);
@@ -94,14 +134,17 @@ const provider = new Provider(issuer, {
     return {
       accountId: sub,
       async claims() {
-        return {
+        const claims = {
           sub,
           name: found.name,
           preferred_username: sub,
           email: `${sub}@example.com`,
           email_verified: true,
           groups: found.groups,
+          ...(found.claims ?? {}),
         };
+        for (const [key, value] of Object.entries(claims)) if (value === null) delete claims[key];
+        return claims;
       },
     };
   },

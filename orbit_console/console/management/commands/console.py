@@ -4,8 +4,17 @@ console user NAME --role operator [--role supervisor ...]
              [--password-file PATH]            (else a new person gets a printed password)
              [--namespace ID|NAME ...]         (embedded API: where to mint credentials)
              [--token-file PATH]               (a token issued by Orbit: checked, then stored)
-             [--drop-namespace ID ...]         (take away the credential held there)
+             [--drop-namespace ID|NAME ...]    (take away the credential held there)
+             [--email ADDRESS]                 (company sign-in with this verified address
+                                                is linked to the person, docs/sign-in.md)
 console signout NAME                           (end every session of the person now)
+console namespaces                             (the namespaces commands know, ids and names)
+console link NAME NAME                         (two accounts are one person: four eyes
+                                                treats them as one, docs/approvals.md)
+console link --unlink NAME                     (the account is a person of its own again)
+console link --held ID --same-as NAME          (a held company sign-in is NAME's person)
+console link --held ID --apart                 (a held company sign-in is someone else)
+console link --list                            (held company sign-ins and linked accounts)
 
 A person holds at most one credential per namespace and sees what their credentials cover: a
 credential for a namespace replaces the one held there, those of other namespaces stay.
@@ -20,6 +29,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from orbit_console.console.management import linking
+from orbit_console.console.management.linking import shown
 from orbit_console.people.credentials import (
     TokenRefused,
     check_external_token,
@@ -29,6 +40,8 @@ from orbit_console.people.credentials import (
     store_external_token,
 )
 from orbit_console.people.models import OrbitCredential
+from orbit_console.people.names import collides
+from orbit_console.people.namespaces import id_of_namespace, known_namespaces
 from orbit_console.people.person import ROLES
 from orbit_console.signin.logout import person_sessions_end
 
@@ -52,13 +65,24 @@ class Command(BaseCommand):
             "--drop-namespace",
             action="append",
             default=[],
-            metavar="ID",
+            metavar="ID|NAME",
             help="take away the person's credential in this namespace (repeatable)",
         )
         signout = commands.add_parser(
             "signout", help="end every session of a person now (their open pages too)"
         )
         signout.add_argument("name")
+        commands.add_parser("namespaces", help="the namespaces commands take, by id or exact name")
+        user.add_argument("--email", help="the person's e-mail address (company sign-in links)")
+        link = commands.add_parser(
+            "link", help="which accounts are one person (four eyes), held company sign-ins"
+        )
+        link.add_argument("names", nargs="*", metavar="NAME")
+        link.add_argument("--unlink", metavar="NAME")
+        link.add_argument("--held", metavar="ID")
+        link.add_argument("--same-as", metavar="NAME")
+        link.add_argument("--apart", action="store_true")
+        link.add_argument("--list", action="store_true")
         user.add_argument(
             "--token-file",
             type=Path,
@@ -68,6 +92,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["command"] == "signout":
             self._sign_out(options["name"])
+            return
+        if options["command"] == "link":
+            linking.handle(self, options)
+            return
+        if options["command"] == "namespaces":
+            known = known_namespaces()
+            for id_ in known:
+                self.stdout.write(known.described(id_))
             return
         name: str = options["name"]
         roles = frozenset(options["role"])
@@ -83,15 +115,27 @@ class Command(BaseCommand):
                 raise CommandError("the token file is empty")
         elif not settings.ORBIT_API_EMBEDDED:
             raise CommandError("with an external ORBIT_API_URL, pass --token-file")
-        dropped: list[str] = options["drop_namespace"]
+        dropped = list(dict.fromkeys(map(id_of_namespace, options["drop_namespace"])))
         namespace_ids = [] if token else self._namespaces(options["namespace"], dropped)
         try:
             info = check_external_token(token) if token else None
         except TokenRefused as refused:
             raise CommandError(str(refused)) from None
 
+        if not get_user_model().objects.filter(username=name).exists():
+            alike = collides(
+                name, list(get_user_model().objects.values_list("username", flat=True))
+            )
+            if alike:
+                raise CommandError(
+                    f"{shown(name)} looks like the account {shown(alike[0])}: two people must "
+                    "not read alike in the record; choose another name (or name that account)"
+                )
         with transaction.atomic():
             user, created = get_user_model().objects.get_or_create(username=name)
+            if options["email"] is not None:
+                user.email = options["email"]
+                user.save(update_fields=["email"])
             if password is None and created:
                 password = secrets.token_urlsafe(12)
                 self.stdout.write(f"password for {name}: {password}")
@@ -123,34 +167,20 @@ class Command(BaseCommand):
         """The namespaces to mint credentials in: those named (by id or by name); else the
         embedded ledger's only one, or the one the console's people already work in (the demo's);
         none if the command only takes credentials away."""
-        from orbit_console.ledger.models import Namespace
-
         if wanted:
-            return list(dict.fromkeys(self._namespace(named) for named in wanted))
+            return list(dict.fromkeys(map(id_of_namespace, wanted)))
         if dropped:
             return []
-        namespaces = list(Namespace.objects.order_by("created_at").values_list("id", "name"))
+        namespaces = known_namespaces()  # the embedded ledger's
         if len(namespaces) == 1:
-            return [namespaces[0][0]]
+            return list(namespaces)
         worked_in = set(OrbitCredential.objects.values_list("namespace_id", flat=True))
-        chosen = [(id_, name) for id_, name in namespaces if id_ in worked_in]
+        chosen = [id_ for id_ in namespaces if id_ in worked_in]
         if len(chosen) == 1:
             self.stderr.write(
-                f"in namespace {chosen[0][1]!r} ({chosen[0][0]}), the one the console's people "
+                f"in namespace {namespaces.described(chosen[0])}, the one the console's people "
                 "hold credentials in; pass --namespace for another"
             )
-            return [chosen[0][0]]
-        listing = "; ".join(f"{name!r} ({id_})" for id_, name in namespaces) or "none"
+            return chosen
+        listing = "; ".join(map(namespaces.described, namespaces)) or "none"
         raise CommandError(f"pass --namespace (an id or a name) of the embedded ledger: {listing}")
-
-    def _namespace(self, named: str) -> str:
-        from orbit_console.ledger.models import Namespace
-
-        found = list(Namespace.objects.filter(id=named).values_list("id", flat=True)) or list(
-            Namespace.objects.filter(name=named).values_list("id", flat=True)[:2]
-        )
-        if not found:
-            raise CommandError(f"no namespace {named!r} in the embedded ledger")
-        if len(found) > 1:
-            raise CommandError(f"several namespaces are named {named!r}: pass its id")
-        return found[0]

@@ -1,10 +1,10 @@
 """``manage.py events``: the embedded API's event-stream subscriptions (docs/events.md), for
 the operator of the embedded ledger (over the API: ``/v1/subscriptions``).
 
-events subscribe --namespace ID --name TEXT [--queue ID]... [--lease-ms N] [--credential ID]
+events subscribe --namespace ID|NAME --name TEXT [--queue ID]... [--lease-ms N] [--credential ID]
     prints the new subscription's id; ``--credential``: the credential that owns it (lists,
     reads, streams and deletes it over the API); without it, no credential sees it
-events list [--namespace ID]
+events list [--namespace ID|NAME]
     the subscriptions, with how many events each is owed
 events delete ID
 """
@@ -23,7 +23,7 @@ from orbit_console.events.subscriptions import (
 )
 from orbit_console.ledger.auth import queue_scope
 from orbit_console.ledger.errors import InvalidArgument
-from orbit_console.ledger.lifecycle import actor_id_for
+from orbit_console.ledger.lifecycle import actor_id_for, namespace_named
 from orbit_console.ledger.models import Credential, Namespace, Permission, Queue
 from orbit_console.lib.ids import new_id
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         commands = parser.add_subparsers(dest="command", required=True)
         subscribe = commands.add_parser("subscribe", help="create a subscription")
-        subscribe.add_argument("--namespace", required=True, help="namespace id")
+        subscribe.add_argument("--namespace", required=True, help="an id or an exact name")
         subscribe.add_argument("--name", required=True)
         subscribe.add_argument("--queue", action="append", default=[], help="only this queue")
         subscribe.add_argument("--lease-ms", type=int, default=DEFAULT_LEASE_MS)
@@ -44,7 +44,7 @@ class Command(BaseCommand):
             "--credential", default="", help="the id of the credential that owns it"
         )
         listing = commands.add_parser("list", help="the subscriptions")
-        listing.add_argument("--namespace", default="")
+        listing.add_argument("--namespace", default="", help="an id or an exact name")
         delete = commands.add_parser("delete", help="delete a subscription and what it is owed")
         delete.add_argument("id")
 
@@ -62,9 +62,7 @@ class Command(BaseCommand):
             self.stdout.write(f"deleted {options['id']}")
 
     def _subscribe(self, options: dict[str, Any]) -> None:
-        namespace = Namespace.objects.filter(id=options["namespace"]).first()
-        if namespace is None:
-            raise CommandError(f"no namespace {options['namespace']}")
+        namespace = namespace_named(options["namespace"])
         body: dict[str, Any] = {"name": options["name"], "lease_ms": options["lease_ms"]}
         if options["queue"]:
             body["queue_ids"] = options["queue"]
@@ -105,10 +103,10 @@ class Command(BaseCommand):
             raise CommandError("the credential is limited to some queues: name them (or some)")
         return owner
 
-    def _list(self, namespace_id: str) -> None:
+    def _list(self, named: str) -> None:
         subscriptions = Subscription.objects.order_by("namespace_id", "created_at")
-        if namespace_id:
-            subscriptions = subscriptions.filter(namespace_id=namespace_id)
+        if named:
+            subscriptions = subscriptions.filter(namespace_id=namespace_named(named).id)
         owed = dict(
             Delivery.objects.values_list("subscription_id")
             .annotate(n=Count("id"))

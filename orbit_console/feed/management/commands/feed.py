@@ -41,7 +41,9 @@ class Command(BaseCommand):
         add = commands.add_parser("add", help="consume a subscription")
         whose = add.add_mutually_exclusive_group(required=True)
         whose.add_argument("--token-file", type=Path, help="a token issued by Orbit")
-        whose.add_argument("--namespace", help="embedded API: mint the feed's credential here")
+        whose.add_argument(
+            "--namespace", help="embedded API: mint the feed's credential here (an id or a name)"
+        )
         add.add_argument("--subscription", default="", help="an existing subscription's id")
         add.add_argument("--label", default="orbit-console")
         commands.add_parser("list", help="the subscriptions consumed")
@@ -114,14 +116,13 @@ class Command(BaseCommand):
     def _mint(self, namespace: str, label: str) -> str:
         if not settings.ORBIT_API_EMBEDDED:
             raise CommandError("with an external ORBIT_API_URL, pass --token-file")
-        from orbit_console.ledger.lifecycle import CredentialError, credential_issue
-        from orbit_console.ledger.models import Namespace
-
-        found = Namespace.objects.filter(id=namespace).first() or (
-            Namespace.objects.filter(name=namespace).order_by("created_at").first()
+        from orbit_console.ledger.lifecycle import (
+            CredentialError,
+            credential_issue,
+            namespace_named,
         )
-        if found is None:
-            raise CommandError(f"no namespace {namespace!r}")
+
+        found = namespace_named(namespace)
         try:
             _, token = credential_issue(
                 namespace=found,

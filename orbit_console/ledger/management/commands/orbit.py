@@ -1,9 +1,9 @@
 """``manage.py orbit``: operate the embedded Orbit ledger.
 
-orbit credential --actor NAME --namespace ID [--queue ID]... --permission P...
+orbit credential --actor NAME --namespace ID|NAME [--queue ID]... --permission P...
                  [--recovery-access] [--expires-in-days N]
 orbit seed
-orbit work --namespace ID [--after SECONDS]
+orbit work --namespace ID|NAME [--after SECONDS]
     a stand-in for Orbit's workers, for the demo: runs the new tasks that manual retries create
     (after SECONDS waiting, and as long again running), until SIGINT or SIGTERM
 """
@@ -19,8 +19,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
-from orbit_console.ledger.lifecycle import CredentialError, credential_issue, demo_work_round
-from orbit_console.ledger.models import Namespace, Permission, Queue
+from orbit_console.ledger.lifecycle import (
+    CredentialError,
+    credential_issue,
+    demo_work_round,
+    namespace_named,
+)
+from orbit_console.ledger.models import Permission, Queue
 from orbit_console.ledger.seed import seed_world
 from orbit_console.lib.strictjson import dumps
 
@@ -34,7 +39,7 @@ class Command(BaseCommand):
             "credential", help="issue a credential; prints its token once"
         )
         credential.add_argument("--actor", required=True, help="the actor's name")
-        credential.add_argument("--namespace", required=True, help="namespace id")
+        credential.add_argument("--namespace", required=True, help="an id or an exact name")
         credential.add_argument(
             "--queue", action="append", default=[], help="limit to this queue (repeatable)"
         )
@@ -53,7 +58,7 @@ class Command(BaseCommand):
         credential.add_argument("--expires-in-days", type=int, default=None)
         commands.add_parser("seed", help="create a fresh namespace with tasks in every state")
         work = commands.add_parser("work", help="the demo's worker: runs retries' new tasks")
-        work.add_argument("--namespace", required=True, help="namespace id")
+        work.add_argument("--namespace", required=True, help="an id or an exact name")
         work.add_argument("--after", type=float, default=4.0, help="seconds before each step")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -65,9 +70,8 @@ class Command(BaseCommand):
             return
         self._credential(options)
 
-    def _work(self, namespace_id: str, after: timedelta) -> None:
-        if not Namespace.objects.filter(id=namespace_id).exists():
-            raise CommandError(f"no namespace {namespace_id}")
+    def _work(self, named: str, after: timedelta) -> None:
+        namespace_id = namespace_named(named).id
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
@@ -77,9 +81,7 @@ class Command(BaseCommand):
             close_old_connections()
 
     def _credential(self, options: dict[str, Any]) -> None:
-        namespace = Namespace.objects.filter(id=options["namespace"]).first()
-        if namespace is None:
-            raise CommandError(f"no namespace {options['namespace']}")
+        namespace = namespace_named(options["namespace"])
         queues = list(Queue.objects.filter(namespace=namespace, id__in=options["queue"]))
         if len(queues) != len(set(options["queue"])):
             raise CommandError("every --queue must be a queue of the namespace")

@@ -2,7 +2,10 @@
 
 notify deliver [--once] [--interval S] [--health-port PORT]
 notify webhook add NAMESPACE URL [--events KIND ...] [--format json|slack] [--language L]
-notify webhook list [--namespace NS]
+notify webhook list [--namespace NAMESPACE]
+    NAMESPACE: an id or an exact name (lib/namespaces.py); an endpoint kept under a namespace
+    the console does not know (a name kept as the id, before issue 41) hears nothing: list
+    marks it
 notify webhook rotate ID | end-rotation ID | enable ID | disable ID | remove ID
 notify webhook log ID [--limit N]
 notify webhook replay MESSAGE_ID
@@ -14,10 +17,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from orbit_console.lib.namespaces import NamespaceNotFound
 from orbit_console.notifications import wakeup, webhooks, worker
 from orbit_console.notifications.kinds import KINDS
 from orbit_console.notifications.models import Endpoint, WebhookMessage
 from orbit_console.ops.loops import Heartbeat, serve_health
+from orbit_console.people.namespaces import id_of_namespace, known_namespaces
+
+UNKNOWN = (
+    "UNKNOWN NAMESPACE: hears nothing; add it again by the namespace's id or name, remove this"
+)
 
 
 class Command(BaseCommand):
@@ -37,13 +46,13 @@ class Command(BaseCommand):
         hook = sub.add_parser("webhook", help="manage webhook endpoints")
         verbs = hook.add_subparsers(dest="verb", required=True)
         add = verbs.add_parser("add")
-        add.add_argument("namespace")
+        add.add_argument("namespace", help="an id or an exact name")
         add.add_argument("url")
         add.add_argument("--events", nargs="*", default=[], choices=sorted(KINDS))
         add.add_argument("--format", default="json", choices=["json", "slack"])
         add.add_argument("--language", default="")
         listing = verbs.add_parser("list")
-        listing.add_argument("--namespace", default=None)
+        listing.add_argument("--namespace", default=None, help="an id or an exact name")
         for verb in ("rotate", "end-rotation", "enable", "disable", "remove"):
             verbs.add_parser(verb).add_argument("id")
         log = verbs.add_parser("log")
@@ -79,7 +88,7 @@ class Command(BaseCommand):
         try:
             if verb == "add":
                 endpoint, secret = webhooks.endpoint_add(
-                    namespace_id=options["namespace"],
+                    namespace_id=id_of_namespace(options["namespace"]),
                     url=options["url"],
                     event_types=options["events"],
                     fmt=options["format"],
@@ -87,16 +96,7 @@ class Command(BaseCommand):
                 )
                 self.stdout.write(f"{endpoint.id}\n{secret}")
             elif verb == "list":
-                endpoints = Endpoint.objects.order_by("namespace_id", "created_at")
-                if options["namespace"] is not None:
-                    endpoints = endpoints.filter(namespace_id=options["namespace"])
-                for e in endpoints:
-                    state = "active" if e.active else f"disabled ({e.disabled_reason})"
-                    rotating = " rotating" if e.previous_secret_sealed else ""
-                    kinds = e.event_types or "*"
-                    self.stdout.write(
-                        f"{e.id} {e.namespace_id} {e.url} {e.format} {kinds} {state}{rotating}"
-                    )
+                self._list(options["namespace"])
             elif verb == "rotate":
                 self.stdout.write(webhooks.endpoint_rotate(endpoint_id=self._id(options)))
             elif verb == "end-rotation":
@@ -129,6 +129,29 @@ class Command(BaseCommand):
                 self.stdout.write(f"{message.id} pending")
         except (webhooks.EndpointRefused, WebhookMessage.DoesNotExist) as error:
             raise CommandError(str(error)) from error
+
+    def _list(self, typed: str | None) -> None:
+        """The endpoints (of the namespace named, and any kept under the very text typed),
+        each marked when the console knows no namespace it is kept under: it hears nothing.
+        A namespace unknown is an error, after what is kept under its text."""
+        known = known_namespaces()
+        endpoints = Endpoint.objects.order_by("namespace_id", "created_at")
+        unknown = None
+        if typed is not None:
+            try:
+                endpoints = endpoints.filter(namespace_id__in={known.id_of(typed), typed})
+            except NamespaceNotFound as error:
+                endpoints, unknown = endpoints.filter(namespace_id=typed), error
+        for e in endpoints:
+            state = "active" if e.active else f"disabled ({e.disabled_reason})"
+            rotating = " rotating" if e.previous_secret_sealed else ""
+            kinds = e.event_types or "*"
+            stray = "" if e.namespace_id in known else f"  [{UNKNOWN}]"
+            self.stdout.write(
+                f"{e.id} {e.namespace_id} {e.url} {e.format} {kinds} {state}{rotating}{stray}"
+            )
+        if unknown is not None:
+            raise unknown
 
     def _id(self, options: dict[str, Any]) -> str:
         endpoint_id: str = options["id"]

@@ -15,6 +15,8 @@ from django.test import Client
 from django.utils import timezone
 
 from orbit_console.decisions.proposals import proposal_reject
+from orbit_console.ledger.lifecycle import namespace_create
+from orbit_console.lib.ids import new_id
 from orbit_console.notifications import delivery, ssrf, webhooks, worker
 from orbit_console.notifications.models import Endpoint, MessageState, WebhookMessage
 from tests.notifications.conftest import person, propose, wait_for
@@ -320,10 +322,10 @@ def test_public_addresses_behind_nat64_and_6to4_stay_reachable(settings: Any) ->
         ("http://" + "a" * 600 + ".example/", "at most 500 characters"),
     ],
 )
-def test_a_url_that_is_no_url_is_refused_with_its_reason(
-    namespace: str, url: str, why: str
-) -> None:
-    with pytest.raises(CommandError, match=why):
+def test_a_url_that_is_no_url_is_refused_with_its_reason(live_db: None, url: str, why: str) -> None:
+    # A namespace of the embedded ledger: ``notify webhook add`` takes no other.
+    namespace = namespace_create(name=f"webhooks {new_id()}")[0].id
+    with pytest.raises(CommandError, match=re.escape(why)):
         call_command("notify", "webhook", "add", namespace, url)
     assert not Endpoint.objects.filter(namespace_id=namespace).exists()
 

@@ -625,8 +625,14 @@ CONSOLE_NOTIFY_UNKNOWN_AFTER_MINUTES = env_int(
 CONSOLE_NOTIFY_CHECKPOINT_GRACE_SECONDS = env_int(
     "CONSOLE_NOTIFY_CHECKPOINT_GRACE_SECONDS", 300, minimum=0
 )
+# Each webhook attempt's wall-clock deadline, from resolving the host to the answer's last
+# byte (a receiver that drips its answer is cut off at it); connecting takes at most the first.
 CONSOLE_WEBHOOK_CONNECT_TIMEOUT = env_int("CONSOLE_WEBHOOK_CONNECT_TIMEOUT", 3, minimum=1)
 CONSOLE_WEBHOOK_TIMEOUT = env_int("CONSOLE_WEBHOOK_TIMEOUT", 10, minimum=1)
+# Attempts one delivery worker has in flight at once, and at most to one endpoint: a slow
+# endpoint holds its own few, never another's or the email's.
+CONSOLE_WEBHOOK_CONCURRENCY = env_int("CONSOLE_WEBHOOK_CONCURRENCY", 32, minimum=1)
+CONSOLE_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("CONSOLE_WEBHOOK_ENDPOINT_CONCURRENCY", 4, minimum=1)
 # Tries: 30 s, 2 min, 8 min, 32 min, 2 h 8 min, then every 4 h (each with jitter) — about
 # eleven hours over eight tries before a message is failed.
 CONSOLE_WEBHOOK_BACKOFF_SECONDS = env_int("CONSOLE_WEBHOOK_BACKOFF_SECONDS", 30, minimum=0)

@@ -28,6 +28,22 @@ FACTS = {
         "first_break": {"type": "string", "maxLength": 200},
         "last_checkpoint_at": {"type": "string", "format": "date-time"},
         "number": {"type": "integer", "minimum": 0},
+        "handler": {"type": "string", "maxLength": 200},
+        "waiting_since": {"type": "string", "format": "date-time"},
+        "deadline": {"type": "string", "format": "date-time"},
+        "objective": {
+            "type": "string",
+            "maxLength": 20,
+            "description": "the waiting-time objective, as set: 30m, 4h, 2d, 1h30m",
+        },
+        "waiting": {"type": "integer", "minimum": 0},
+        "stalled_since": {"type": "string", "format": "date-time"},
+        "last_decision_at": {"type": "string", "format": "date-time"},
+        "stall_after": {
+            "type": "string",
+            "maxLength": 20,
+            "description": "the stall alarm, as set: 30m, 4h, 2d, 1h30m",
+        },
     },
     "additionalProperties": False,
 }

@@ -68,7 +68,9 @@ def test_a_scope_the_provider_does_not_have_is_refused_there_and_the_page_and_lo
     assert 'data-kind="settings"' in page and "administrator to fix" in page
     assert 'id="refusal-error">invalid_scope<' in page
     assert "You are not signed in." in page
-    [logged] = [r.getMessage() for r in caplog.records if "refused by the provider" in r.getMessage()]
+    [logged] = [
+        r.getMessage() for r in caplog.records if "refused by the provider" in r.getMessage()
+    ]
     assert "error='invalid_scope'" in logged
     assert "error_description='The requested scope is invalid: groups'" in logged
     assert answer.context["refusal"].reference in logged

@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from orbit_console.lib.namespaces import NamespaceAmbiguous
 from orbit_console.people.models import OrbitCredential
 from orbit_console.signin.models import OidcIdentity
-from orbit_console.lib.namespaces import NamespaceAmbiguous
 from orbit_console.signin.rules import (
     admitting_rule,
     first_match,

@@ -39,7 +39,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.system_extra]
 
 class InProcessConsole:
     """The console's ASGI application (as ``orbit_console.asgi`` builds its HTTP side) under
-    uvicorn in a thread of this process: it reads this process's settings."""
+    uvicorn in a thread of this process: it reads this process's settings. Its sockets (the
+    pages' live parts) are refused: these flows are pages and redirects."""
 
     def __init__(self) -> None:
         from orbit_console.ops.edge import Edge
@@ -52,6 +53,10 @@ class InProcessConsole:
 
         async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             self.loop = asyncio.get_running_loop()
+            if scope["type"] == "websocket":  # no live parts here: refused, as by a proxy
+                await receive()
+                await send({"type": "websocket.close", "code": 1013})
+                return
             await application(scope, receive, send)
 
         self.server = uvicorn.Server(

@@ -139,3 +139,20 @@ def test_step_up_off_spares_company_sessions_only(settings: Any) -> None:
     console = SimpleNamespace(session={AUTH: {"method": "password", "at": time.time() - 700}})
     assert is_fresh(company)  # type: ignore[arg-type]
     assert not is_fresh(console)  # type: ignore[arg-type]
+
+
+def test_oidc_step_up_takes_one_of_its_ways_or_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from orbit_console.lib.env import env_choice
+
+    ways = ("login", "auth_time", "off")
+    monkeypatch.delenv("OIDC_STEP_UP", raising=False)
+    assert env_choice("OIDC_STEP_UP", "login", ways) == "login"
+    monkeypatch.setenv("OIDC_STEP_UP", "auth_time")
+    assert env_choice("OIDC_STEP_UP", "login", ways) == "auth_time"
+    monkeypatch.setenv("OIDC_STEP_UP", "max_age")
+    with pytest.raises(ImproperlyConfigured, match="OIDC_STEP_UP must be one of login"):
+        env_choice("OIDC_STEP_UP", "login", ways)

@@ -15,6 +15,7 @@ COPY templates ./templates
 COPY static ./static
 RUN ORBIT_ENV=production SECRET_KEY=collectstatic-only ORBIT_TOKEN_KEYS=bm90LWEta2V5LWp1c3QtZm9yLWNvbGxlY3RzdGF0aWM= \
     ORBIT_AUDIT_KEYS=bm90LWFuLWF1ZGl0LWtleS1qdXN0LWZvci1jb2xsZWN0c3RhdGljISE= \
+    ORBIT_AUDIT_VERIFY_KEYS=URy4O-_XAJeSJjqaHyHmBb1_c3EYUaKEONhPZIbzK_0 \
     DATABASE_URL=sqlite:////tmp/collectstatic.sqlite3 \
     .venv/bin/python manage.py collectstatic --noinput
 

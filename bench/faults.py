@@ -71,7 +71,9 @@ from tests.support.proxy import FaultyProxy, TcpProxy, WriteFault  # noqa: E402
 DEADLINE = 90.0  # seconds a trial waits for the decision to settle
 OUTAGE = 1.0  # seconds an outage lasts after the operator confirmed
 HANG = 6.0  # seconds a hung database stays hung: longer than the read timeout below
-RIG_USER = "orbit_faults"
+# The processes' database user: this run's own, so that two runs on one server never drop or
+# re-grant each other's (issue 41).
+RIG_USER = f"orbit_faults_{secrets.token_hex(4)}"
 RIG_ENV = {
     "CONSOLE_REVIEW_APPROVAL": "off",  # operators send directly: no four-eyes step in the way
     "CONSOLE_RETRY_APPROVAL": "off",

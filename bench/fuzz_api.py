@@ -153,7 +153,10 @@ def send_all(
     target: Target,
     session: requests.Session,
     findings: Findings,
+    **call_options: Any,
 ) -> None:
+    """``examples`` requests of ``strategy`` sent with ``session`` (``call_options``: requests'
+    own, e.g. ``allow_redirects``), half of those about a task about a real one."""
     choices = random.Random(seed)
     sent = 0
 
@@ -174,7 +177,7 @@ def send_all(
             case.path_parameters["task_id"] = task_id
             if "audit_id" in case.path_parameters and target.tasks[task_id]:
                 case.path_parameters["audit_id"] = choices.choice(target.tasks[task_id])
-        response = case.call(base_url=target.base_url, session=session)
+        response = case.call(base_url=target.base_url, session=session, **call_options)
         findings.record(label, case, response)
 
     send()

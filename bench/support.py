@@ -249,11 +249,15 @@ def manage(database_url: str, *args: str, env: Mapping[str, str] | None = None) 
     return done.stdout
 
 
-def setup_django(database_url: str) -> None:
-    """Django set up in this process, on ``database_url``."""
+def setup_django(database_url: str, *, redis_url: str = "") -> None:
+    """Django set up in this process, on ``database_url`` (and Redis's channel layer with
+    ``redis_url``)."""
     os.environ["DATABASE_URL"] = database_url  # before django.setup(): settings read it
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbit_console.settings")
-    os.environ.pop("REDIS_URL", None)
+    if redis_url:
+        os.environ["REDIS_URL"] = redis_url
+    else:
+        os.environ.pop("REDIS_URL", None)
     os.environ.pop("ORBIT_API_URL", None)
     sys.path.insert(0, str(ROOT))
     import django

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "orbit_console.console",
     "orbit_console.timeline",
     "orbit_console.notifications",
+    "orbit_console.insight",
     "orbit_console.keys",
 ]
 
@@ -78,7 +79,8 @@ MIDDLEWARE = [
     # runs inside SyncMiddlewareGroup, one hop each way for all of it (docs/architecture.md).
     "orbit_console.ops.middleware.RequestIdMiddleware",
     "orbit_console.ops.middleware.AccessLogMiddleware",
-    # Sheds what a process cannot serve in time (CONSOLE_MAX_IN_FLIGHT), before any work.
+    # Sheds what a process cannot serve in time, before any work: signed-in people's requests
+    # past CONSOLE_MAX_IN_FLIGHT, anonymous ones past their own smaller lane (ops/lanes.py).
     "orbit_console.ops.middleware.LoadSheddingMiddleware",
     "orbit_console.ops.middleware.OutageMiddleware",
     "orbit_console.ops.middleware.SyncMiddlewareGroup",
@@ -95,6 +97,9 @@ SYNC_MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The signed-in pass, given and taken away as the session signs in and ends (ops/lanes.py):
+    # before the members that may sign a person out, so that it sees their answers too.
+    "orbit_console.ops.lanes.SignedInPassMiddleware",
     # Company sign-in's periodic re-check at the provider (signin/recheck.py).
     "orbit_console.signin.recheck.RecheckMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -222,6 +227,15 @@ for _origin in ORBIT_EVENTS_ALLOWED_ORIGINS:
 # static files, the recovery API (/v1/, its own quotas) and WebSockets are not counted.
 CONSOLE_MAX_IN_FLIGHT = env_int("CONSOLE_MAX_IN_FLIGHT", 32, minimum=0)
 CONSOLE_SHED_RETRY_AFTER_SECONDS = env_int("CONSOLE_SHED_RETRY_AFTER_SECONDS", 2, minimum=1)
+# Requests of nobody signed in (the sign-in pages, company sign-in and its callback, back-channel
+# logout, any page asked for without a signed-in session) wait in a lane of their own, so that
+# they never take signed-in people's places: at most this many at once, and at most the second
+# from one client address (REMOTE_ADDR: behind the proxy, the address it saw). 0: no bound
+# (ops/lanes.py).
+CONSOLE_ANONYMOUS_MAX_IN_FLIGHT = env_int("CONSOLE_ANONYMOUS_MAX_IN_FLIGHT", 8, minimum=0)
+CONSOLE_ANONYMOUS_MAX_IN_FLIGHT_PER_ADDRESS = env_int(
+    "CONSOLE_ANONYMOUS_MAX_IN_FLIGHT_PER_ADDRESS", 4, minimum=0
+)
 ORBIT_EVENTS_HEARTBEAT_MS = env_int("ORBIT_EVENTS_HEARTBEAT_MS", 10_000, minimum=100)
 ORBIT_EVENTS_POLL_MS = env_int("ORBIT_EVENTS_POLL_MS", 1_000, minimum=10)
 ORBIT_EVENTS_RECHECK_SECONDS = env_int("ORBIT_EVENTS_RECHECK_SECONDS", 5, minimum=1)
@@ -340,6 +354,10 @@ STEP_UP_MAX_AGE_SECONDS = env_int("STEP_UP_MAX_AGE_SECONDS", 600, minimum=0)
 OIDC_STEP_UP = env_choice("OIDC_STEP_UP", "login", ("login", "auth_time", "off"))
 # A back-channel logout token older than this is refused (signin/logout.py).
 OIDC_LOGOUT_TOKEN_MAX_AGE = env_int("OIDC_LOGOUT_TOKEN_MAX_AGE", 300, minimum=10)
+# The provider's signing keys (its JWKS) for logout tokens are kept this long, and read again at
+# most once in this many seconds when a token names a key they do not hold (signin/keys.py).
+OIDC_JWKS_CACHE_SECONDS = env_int("OIDC_JWKS_CACHE_SECONDS", 3600, minimum=1)
+OIDC_JWKS_REFRESH_SECONDS = env_int("OIDC_JWKS_REFRESH_SECONDS", 30, minimum=1)
 OIDC_USE_PKCE = True
 OIDC_USE_NONCE = True
 OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
@@ -390,7 +408,10 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
-    SECURE_REDIRECT_EXEMPT = [r"^health/"]
+    # Not redirected to https: the orchestrator's probes and Prometheus reach each pod directly,
+    # over plain HTTP on its own port (deploy/kubernetes: the ServiceMonitor scrapes
+    # http://POD_IP:8000/metrics); the proxy never routes /metrics (issue 41).
+    SECURE_REDIRECT_EXEMPT = [r"^health/", r"^metrics$"]
 
 # --- Languages and time ---------------------------------------------------------------------
 LANGUAGE_CODE = "en"
@@ -459,6 +480,15 @@ ORBIT_AUDIT_SIGNING_KEYS = env_list("ORBIT_AUDIT_SIGNING_KEYS", [])
 if not ORBIT_AUDIT_SIGNING_KEYS and not PRODUCTION:
     ORBIT_AUDIT_SIGNING_KEYS = [local_secret(VAR_DIR / "audit_signing_key", nbytes=32)]
 ORBIT_AUDIT_VERIFY_KEYS = env_list("ORBIT_AUDIT_VERIFY_KEYS", [])
+# A process that holds no key to check signatures cannot trust any checkpoint or verification
+# result: /audit says nothing and /metrics reports the audit failing (AuditVerifyFailing) for
+# as long as it runs. In production that is a missed setting, refused at start (issue 41).
+if PRODUCTION and not (ORBIT_AUDIT_VERIFY_KEYS or ORBIT_AUDIT_SIGNING_KEYS):
+    raise ImproperlyConfigured(
+        "ORBIT_AUDIT_VERIFY_KEYS is required when ORBIT_ENV=production: the public keys of the "
+        "audit checkpoints' signing keys ('manage.py audit public-key' prints them), without "
+        "which no checkpoint or verification result can be checked"
+    )
 ORBIT_AUDIT_CHECKPOINT_DIR = Path(
     env_str("ORBIT_AUDIT_CHECKPOINT_DIR", str(VAR_DIR / "audit-checkpoints"))
 )
@@ -530,6 +560,13 @@ ORBIT_EVENTS_MAX_FRAME_BYTES = env_int("ORBIT_EVENTS_MAX_FRAME_BYTES", 64 * 1024
 CONSOLE_FOLLOW_HOURS = env_int("CONSOLE_FOLLOW_HOURS", 7 * 24, minimum=1)
 CONSOLE_PENDING_GRACE_SECONDS = env_int("CONSOLE_PENDING_GRACE_SECONDS", 30, minimum=1)
 
+# Insight (docs/insight.md): at most this many tasks waiting now are read for their ages (past
+# it a count says "at least"); the backfill lists at most this many tasks in NEEDS_REVIEW; and
+# precedent looks this many days back.
+INSIGHT_WAITING_CAP = env_int("INSIGHT_WAITING_CAP", 10_000, minimum=1)
+INSIGHT_BACKFILL_MAX = env_int("INSIGHT_BACKFILL_MAX", 10_000, minimum=0)
+INSIGHT_PRECEDENT_DAYS = env_int("INSIGHT_PRECEDENT_DAYS", 180, minimum=1)
+
 # Readable names (docs/console.md "Names instead of ids"): JSON objects of namespace ids and of
 # platform actor ids (workers, schedulers, services: actors that are no console person) to the
 # names the pages show beside the id. A namespace without one shows the name the API gives its
@@ -595,8 +632,14 @@ CONSOLE_NOTIFY_UNKNOWN_AFTER_MINUTES = env_int(
 CONSOLE_NOTIFY_CHECKPOINT_GRACE_SECONDS = env_int(
     "CONSOLE_NOTIFY_CHECKPOINT_GRACE_SECONDS", 300, minimum=0
 )
+# Each webhook attempt's wall-clock deadline, from resolving the host to the answer's last
+# byte (a receiver that drips its answer is cut off at it); connecting takes at most the first.
 CONSOLE_WEBHOOK_CONNECT_TIMEOUT = env_int("CONSOLE_WEBHOOK_CONNECT_TIMEOUT", 3, minimum=1)
 CONSOLE_WEBHOOK_TIMEOUT = env_int("CONSOLE_WEBHOOK_TIMEOUT", 10, minimum=1)
+# Attempts one delivery worker has in flight at once, and at most to one endpoint: a slow
+# endpoint holds its own few, never another's or the email's.
+CONSOLE_WEBHOOK_CONCURRENCY = env_int("CONSOLE_WEBHOOK_CONCURRENCY", 32, minimum=1)
+CONSOLE_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("CONSOLE_WEBHOOK_ENDPOINT_CONCURRENCY", 4, minimum=1)
 # Tries: 30 s, 2 min, 8 min, 32 min, 2 h 8 min, then every 4 h (each with jitter) — about
 # eleven hours over eight tries before a message is failed.
 CONSOLE_WEBHOOK_BACKOFF_SECONDS = env_int("CONSOLE_WEBHOOK_BACKOFF_SECONDS", 30, minimum=0)

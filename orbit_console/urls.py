@@ -11,7 +11,7 @@ urlpatterns = [
     path("", include("orbit_console.console.urls")),
     path("", include("orbit_console.timeline.urls")),
     path("", include("orbit_console.notifications.urls")),
-    path("signin", session.SignInView.as_view(), name="login"),
+    path("signin", session.sign_in, name="login"),
     path("", include("orbit_console.signin.urls")),
     path("signout", session.SignOutView.as_view(), name="logout"),
     path("session", session.session_status, name="session"),

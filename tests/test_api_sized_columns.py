@@ -15,6 +15,13 @@ from orbit_console.decisions.models import (
 )
 from orbit_console.events.models import Subscription as StreamSubscription
 from orbit_console.feed.models import InboxEvent, Source
+from orbit_console.insight.models import (
+    DecisionFact,
+    DecisionTally,
+    PrecedentTally,
+    Wait,
+    WaitTally,
+)
 from orbit_console.ledger import errors
 from orbit_console.ledger.models import Credential, Namespace, Task, TaskEvent
 from orbit_console.lib.ids import new_request_id
@@ -52,9 +59,19 @@ COPIES: list[tuple[type[models.Model], str, int]] = [
             (OrbitCredential, ("namespace_id",)),
             (Source, ("namespace_id",)),
             (InboxEvent, ("task_id",)),
+            (Wait, ("task_id", "queue_id", "namespace_id", "open_task")),
+            (DecisionFact, ("task_id", "queue_id", "namespace_id", "successor_task_id")),
+            (DecisionTally, ("namespace_id", "queue_id")),
+            (PrecedentTally, ("namespace_id", "queue_id")),
+            (WaitTally, ("namespace_id", "queue_id")),
         ]
         for name in names
     ),
+    *(
+        (model, "handler", length(Task, "handler"))
+        for model in (Submission, Wait, DecisionFact, PrecedentTally, WaitTally)
+    ),
+    (DecisionFact, "successor_state", length(Task, "state")),
     (OrbitCredential, "actor_id", length(Credential, "actor_id")),
     (OrbitCredential, "permissions", length(Credential, "permissions")),
     (OrbitCredential, "namespace_name", length(Namespace, "name")),

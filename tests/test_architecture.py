@@ -28,7 +28,7 @@ ALLOWED = {
     "people": {"client", "ledger", "lib"},
     "signin": {"ledger", "lib", "ops", "people"},
     "decisions": {"audit", "client", "lib", "ops", "people"},
-    "feed": {"client", "decisions", "ledger", "lib", "people"},
+    "feed": {"client", "decisions", "ledger", "lib", "ops", "people"},
     "console": {
         "audit",
         "client",
@@ -42,6 +42,7 @@ ALLOWED = {
     },
     "timeline": {"client", "console", "decisions", "feed", "lib", "ops", "people"},
     "notifications": {"audit", "decisions", "ledger", "lib", "ops", "people"},
+    "insight": {"client", "decisions", "feed", "lib"},
     "keys": {"audit", "decisions", "feed", "ledger", "lib", "ops", "people"},
 }
 
@@ -95,6 +96,55 @@ def test_the_allowed_layers_have_no_cycle() -> None:
 
     for app in ALLOWED:
         visit(app, ())
+
+
+# Module circles inside an app that predate this check, each its owner's to break.
+KNOWN_MODULE_CIRCLES = [{"decisions.followups", "decisions.submissions"}]
+
+
+def module_imports() -> dict[str, set[str]]:
+    """{module: modules of the package it imports}, names relative to the package
+    (``notifications.worker``), deferred imports inside functions included."""
+    modules = {
+        ".".join(path.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in PACKAGE.rglob("*.py")
+    }
+    found: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                inner = target.removeprefix("orbit_console.")
+                if target.startswith("orbit_console.") and inner in modules and inner != name:
+                    found[name].add(inner)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """Inside an app too, imports make no circle: a deferred import that closes one (the
+    notifications' worker and the deliverers, issue 41) hides an order the code depends on."""
+    graph = module_imports()
+    circles: list[set[str]] = []
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            circles.append(set(path[path.index(module) :]))
+            return
+        if module in done:
+            return
+        for other in sorted(graph[module]):
+            visit(other, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert [c for c in circles if c not in KNOWN_MODULE_CIRCLES] == []
 
 
 def test_the_checker_sees_imports_inside_functions() -> None:

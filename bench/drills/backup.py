@@ -4,9 +4,9 @@ decide, restored into a new database, and a console pointed at it.
     uv run python bench/drills/backup.py [--database-url mysql://root@127.0.0.1:3306/drill_backup]
         [--redis-url redis://127.0.0.1:6379/13] [--people 3] [--keep-databases]
 
-The rig and load of ``common.py`` run on ``drill_backup``; mid-load ``mariadb-dump
+The rig and load of ``common.py`` run on ``drill_backup_<run>``; mid-load ``mariadb-dump
 --single-transaction`` writes a backup, and people keep deciding after it. The backup is then
-restored into ``drill_backup_restored`` and a console is started on it. The drill checks:
+restored into ``drill_backup_<run>_restored`` and a console is started on it. The drill checks:
 
 - every decision the console had stored when the backup began is in the restored database
   (lost: must be 0);
@@ -20,9 +20,19 @@ restored into ``drill_backup_restored`` and a console is started on it. The dril
   before the backup, one after it): before the restore is declared it must fail (a rewind,
   undeclared, is tampering); ``manage.py audit declare-restore --taken-at <the backup's time>``
   then declares it, signed, and ``audit verify`` must pass and name it as a declared restore.
+  As the runbook says, the restore is declared before any process writes to the restored
+  database (a record written there first would be one kept after records the backup lacks:
+  the declaration is refused, issue 39), so the restored console starts after it;
+- that an undeclared rewind is named *as a rewind* (issue 41: the verify above fails first of
+  all because the restored copy has another name than the database the checkpoints describe,
+  which it would do with nothing rewound too): at the end, every process stopped, the backup is
+  restored *in place* (the live database emptied and loaded from it: its name unchanged) and
+  ``audit verify`` is run against the checkpoints as they were before the declaration. It must
+  fail, every problem it shows a chain cut short by the restore ("… were removed"), none
+  another database.
 
-Results: stdout and ``var/bench/drill-backup.json``; docs/reliability.md. Both databases are
-dropped at the end.
+Results: stdout and ``var/bench/drill-backup.json``; docs/reliability.md. Both databases, the
+backup and the checkpoints are removed at the end (``--keep-databases`` keeps them).
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ import argparse
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -47,6 +59,8 @@ from common import (
     Replicas,
     drill_database,
     drop_drill_database,
+    empty_database,
+    run_dir,
     run_manage,
     settle,
     stage,
@@ -128,19 +142,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     os.environ.update(RIG_ENV)
-    checkpoints = BENCH_DIR / "drill-backup-checkpoints"
+    folder = run_dir("backup")
+    checkpoints = folder / "checkpoints"
     checkpoints.mkdir(parents=True, exist_ok=True)
-    for stale in checkpoints.glob("*"):
-        stale.unlink()
     os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = str(checkpoints)
     database_url = drill_database(args.database_url)
-    restored_url = drill_database(database_url.rsplit("/", 1)[0] + "/drill_backup_restored")
+    restored_url = drill_database(args.database_url, suffix="restored")
     from django.db import connections
 
     staged = stage(database_url, args.redis_url, people=args.people, name="backup")
     seeded, people, replicas = staged.seeded, staged.people, staged.replicas
     base = {"DATABASE_URL": database_url}
-    dump = BENCH_DIR / "drill-backup.sql"
+    dump = folder / "backup.sql"
     connection_args, live_name = mysql_args(database_url)
     _, restored_name = mysql_args(restored_url)
     results: dict[str, Any] = {"machine": machine(), "load_before": loadavg()}
@@ -206,6 +219,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             "missing_but_not_reported": unreported,
         }
 
+        # The audit first: the restore is declared before anything writes to the restored
+        # database (docs/runbooks.md, "Backing up and restoring the database").
+        restored_base = {"DATABASE_URL": restored_url}
+        code, out = run_manage(restored_base, "audit", "verify")
+        results["audit_verify_undeclared"] = {
+            "exit": code,
+            "output": out.strip().splitlines()[-8:],
+        }
+        undeclared = folder / "checkpoints-before-the-declaration"
+        shutil.copytree(checkpoints, undeclared)  # for the rewind restored in place, below
+        code, out = run_manage(
+            restored_base, "audit", "declare-restore",
+            "--taken-at", format_utc(backup_time),
+            "--reason", "drill 3: restored from the mariadb-dump backup",
+        )  # fmt: skip
+        results["declare_restore"] = {"exit": code, "output": out.strip()[-400:]}
+        code, out = run_manage(restored_base, "audit", "verify")
+        results["audit_verify_declared"] = {
+            "exit": code,
+            "output": out.strip().splitlines()[-8:],
+            "names_declared_restore": "declared restore:" in out,
+        }
         port = free_port()
         restored_env = {**staged.rig.console.env, "DATABASE_URL": restored_url}
         restored_console = Service("console-restored", _worker(port), restored_env, port, BENCH_DIR)
@@ -225,7 +260,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status": page.status_code,
             "receipt_shown": 'id="receipt-audit-id"' in page.text,
         }
-        restored_base = {"DATABASE_URL": restored_url}
         # The console's own report of what it lacks: ``manage.py restored`` on the restored
         # database, asking the API (a live replica's embedded API, which the restore did not
         # rewind) with a token that may read the audit.
@@ -246,22 +280,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             "listed": len(listed_ids),
             "missing_from_restored_not_listed": sorted(missing_ids - listed_ids),
         }
-        code, out = run_manage(restored_base, "audit", "verify")
-        results["audit_verify_undeclared"] = {
-            "exit": code,
-            "output": out.strip().splitlines()[-8:],
-        }
+
+        # The undeclared rewind, as a restore in place makes it: every process stopped, the
+        # live database emptied and loaded from the backup. Its name is the one the
+        # checkpoints describe, so verification holds the chains to what they signed.
+        replicas.stop()
+        restored_console.stop()
+        restored_console = None
+        empty_database(database_url)
+        with dump.open("rb") as in_file:
+            subprocess.run(["mariadb", *connection_args, live_name], stdin=in_file, check=True)
         code, out = run_manage(
-            restored_base, "audit", "declare-restore",
-            "--taken-at", format_utc(backup_time),
-            "--reason", "drill 3: restored from the mariadb-dump backup",
-        )  # fmt: skip
-        results["declare_restore"] = {"exit": code, "output": out.strip()[-400:]}
-        code, out = run_manage(restored_base, "audit", "verify")
-        results["audit_verify_declared"] = {
+            {**base, "ORBIT_AUDIT_CHECKPOINT_DIR": str(undeclared)}, "audit", "verify"
+        )
+        lines = out.strip().splitlines()
+        shown = [line for line in lines if line.strip().startswith("- ")]
+        counted = re.search(r"^problems: (\d+)$", out, re.M)
+        results["audit_verify_undeclared_in_place"] = {
             "exit": code,
-            "output": out.strip().splitlines()[-8:],
-            "names_declared_restore": "declared restore:" in out,
+            "problems": int(counted.group(1)) if counted else 0,
+            "every_problem_shown_is_a_chain_cut_short": bool(shown)
+            and all("were removed" in line for line in shown),
+            "blames_another_database": "describes the database" in out,
+            "output": lines[-8:],
         }
     finally:
         if load is not None:
@@ -274,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.keep_databases:
             drop_drill_database(database_url)
             drop_drill_database(restored_url)
-            dump.unlink(missing_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)
     results["seconds"] = round(time.monotonic() - began)
     results["load_after"] = loadavg()
     (BENCH_DIR / "drill-backup.json").write_text(json.dumps(results, indent=2))
@@ -288,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         and results["load"]["duplicated"] == 0
         and results["restored_console_serves"]["receipt_shown"]
         and results["audit_verify_undeclared"]["exit"] != 0
+        and results["audit_verify_undeclared_in_place"]["exit"] != 0
+        and results["audit_verify_undeclared_in_place"]["every_problem_shown_is_a_chain_cut_short"]
+        and not results["audit_verify_undeclared_in_place"]["blames_another_database"]
         and not results["restored_command"]["missing_from_restored_not_listed"]
         and results["restored_command"]["exit"] == (1 if restore_missing else 0)
         and results["declare_restore"]["exit"] == 0

@@ -9,6 +9,11 @@ API reached through the fault suite's proxy (so that a new API process can take 
 traffic: ``Replicas.restart_api``), MariaDB and Redis through TCP proxies, the processes as a
 database user with the runtime grants only. The observer (the drill's own process) is on the
 database directly: it makes the tasks the operators decide and counts what was applied.
+
+Each run names what it makes on the shared servers after itself (``RUN_ID``): its databases
+(``drill_<drill>_<run>``, ``drill_database``), the rig's database user (``bench/faults.py``),
+its channel layer's keys in Redis and its files under ``var/bench/``, so that two drills on one
+server (two engineers', or two at once) never drop or read each other's (issue 41).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import subprocess
 import sys
 import threading
@@ -45,6 +51,19 @@ from bench.faults import (  # noqa: E402
 
 SIGNIN = re.compile(r"^/signin")
 SETTLE_S = 60.0  # seconds the drill waits, after the load stops, for every decision to settle
+RUN_ID = secrets.token_hex(4)  # this run's: the names of what it makes on shared servers
+# The live pushes of this run's processes (they inherit it) stay apart from another's in a
+# shared Redis database.
+os.environ["REDIS_CHANNEL_PREFIX"] = f"drill-{RUN_ID}"
+
+
+def run_dir(drill: str) -> Path:
+    """A folder of this run's own under ``var/bench/`` (checkpoints, dumps)."""
+    from support import BENCH_DIR
+
+    folder = BENCH_DIR / f"drill-{drill}-{RUN_ID}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 # --- The stage -----------------------------------------------------------------------------------
@@ -106,14 +125,33 @@ def stage(database_url: str, redis_url: str, *, people: int, name: str) -> Stage
 # --- The database -------------------------------------------------------------------------------
 
 
-def drill_database(database_url: str) -> str:
-    """A new, empty database named ``drill_*`` (dropped and created again)."""
+def drill_name(database_url: str) -> str:
+    """The database ``database_url`` names, if it is a drill's: its name holds the word
+    ``drill`` (``drill_backup``, ``orbit_kube_drill_backup``), since a drill drops it."""
     import dj_database_url
-    from support import mysql_connect
 
     name = str(dj_database_url.parse(database_url)["NAME"])
-    if not re.fullmatch(r"drill_[A-Za-z0-9_]+", name):
-        raise SystemExit(f"refusing to use {name!r}: a drill's database is named drill_*")
+    if not re.fullmatch(r"(\w+_)?drill_\w+", name):
+        raise SystemExit(f"refusing to use {name!r}: a drill's database is named [PREFIX_]drill_*")
+    return name
+
+
+def run_database_url(database_url: str, suffix: str = "") -> str:
+    """``database_url`` with this run's database: its name, the run's id, then ``suffix``."""
+    name = drill_name(database_url)
+    return f"{database_url.rsplit('/', 1)[0]}/{name}_{RUN_ID}{'_' + suffix if suffix else ''}"
+
+
+def drill_database(database_url: str, *, suffix: str = "") -> str:
+    """A new, empty database of this run (``run_database_url``); its URL."""
+    return empty_database(run_database_url(database_url, suffix))
+
+
+def empty_database(database_url: str) -> str:
+    """The drill's database ``database_url`` names, dropped and created again, empty."""
+    from support import mysql_connect
+
+    name = drill_name(database_url)
     server = mysql_connect(database_url, database=False)
     try:
         cursor = server.cursor()
@@ -125,11 +163,9 @@ def drill_database(database_url: str) -> str:
 
 
 def drop_drill_database(database_url: str) -> None:
-    import dj_database_url
     from support import mysql_connect
 
-    name = str(dj_database_url.parse(database_url)["NAME"])
-    assert name.startswith("drill_")
+    name = drill_name(database_url)
     server = mysql_connect(database_url, database=False)
     try:
         server.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")

@@ -12,10 +12,13 @@ The procedure is docs/runbooks.md, "Rotating credentials"; the drill follows it 
 2. *Use the new keys*: a rolling restart with each new key first and the old one accepted.
 3. ``manage.py keys reseal``; one person's Orbit API token replaced (``manage.py console user``);
    a checkpoint signed with the new signing key.
-4. ``manage.py keys retire-check``: what still needs an old key.
+4. ``manage.py keys retire-check``: what still needs an old key, and what to do now (its exit
+   status 1: something is to be done).
 5. *Retire*: a rolling restart without what the check says nothing needs (the old token key,
    the old ``SECRET_KEY``, the old private signing key); the old audit HMAC key and the old
-   signing key's public key stay, because old records verify only with them.
+   signing key's public key stay, because old records verify only with them. ``keys
+   retire-check`` then exits 0: nothing is left to do, only keys kept on purpose (a script can
+   rely on it, issue 41).
 6. ``manage.py audit verify`` with the final keys.
 
 People make decisions all along (each walks a wizard, then opens the work queue, on whichever
@@ -32,6 +35,7 @@ import base64
 import json
 import os
 import secrets
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -46,6 +50,7 @@ from common import (
     Load,
     drill_database,
     drop_drill_database,
+    run_dir,
     run_manage,
     settle,
     stage,
@@ -150,10 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     old, new = KeySet.new(), KeySet.new()
     env_of = phases(old, new)
-    checkpoints = BENCH_DIR / "drill-rotation-checkpoints"
-    for stale in checkpoints.glob("*"):
-        stale.unlink()
-    checkpoints.mkdir(parents=True, exist_ok=True)
+    checkpoints = run_dir("rotation")
     os.environ.update(RIG_ENV)
     os.environ.update(env_of["before"])
     os.environ["ORBIT_AUDIT_CHECKPOINT_DIR"] = str(checkpoints)
@@ -197,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         time.sleep(args.soak)
         code, out = run_manage(used, "keys", "retire-check")
         step("keys retire-check", exit=code, output=out.strip().splitlines())
+        results["retire_check_exit_before"] = code  # 1: old keys to remove
         code, report = run_manage(used, "keys", "retire-check", "--json")
         results["retire_check"] = json.loads(report[: report.rindex("}") + 1])
         step("restart: retire old keys", seconds=replicas.restart_all(env_of["retire old"]))
@@ -209,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         final = base | env_of["retire old"]
         code, out = run_manage(final, "keys", "retire-check")
         step("keys retire-check after retiring", exit=code, output=out.strip().splitlines())
+        results["retire_check_exit_after"] = code  # 0: nothing left to do
         code, out = run_manage(final, "audit", "checkpoint")
         code, out = run_manage(final, "audit", "verify")
         step("audit verify with the final keys", exit=code, output=out.strip().splitlines()[-6:])
@@ -226,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         connections.close_all()
         if not args.keep_database:
             drop_drill_database(database_url)
+            shutil.rmtree(checkpoints, ignore_errors=True)
     results["seconds"] = round(time.monotonic() - began)
     results["load_after"] = loadavg()
     (BENCH_DIR / "drill-rotation.json").write_text(json.dumps(results, indent=2))
@@ -244,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         and not tally["signed_out"]
         and not tally["errors"]
         and results["audit_verify_exit"] == 0
+        and results["retire_check_exit_before"] == 1
+        and results["retire_check_exit_after"] == 0
     )
     print("PASSED" if passed else "FAILED")
     return 0 if passed else 1

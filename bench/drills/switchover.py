@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, Load, drill_database, settle, stage
+from common import ROOT, Load, drill_database, run_dir, settle, stage
 
 from tests.support.mariadb_pair import pair, promote, relay_applied, replica_caught_up
 
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tests.support.proxy import TcpProxy
 
     os.environ.update(RIG_ENV)
-    base_dir = BENCH_DIR / "drill-switchover"
+    base_dir = run_dir("switchover")
     results: dict[str, Any] = {"machine": machine(), "load_before": loadavg()}
     began = time.monotonic()
     primary, replica = pair(base_dir, free_port(), free_port())

@@ -33,7 +33,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -46,11 +46,12 @@ from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
-from orbit_console.audit import signing
+from orbit_console.audit import rewinds, signing
 from orbit_console.audit.chains import Head, families
 from orbit_console.audit.models import MovedChain, WrittenCheckpoint
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.rfc3339 import format_utc, parse_utc
+from orbit_console.lib.snapshot import one_moment
 
 FORMAT = "orbit-audit-checkpoint/2"
 VERSIONS = {"orbit-audit-checkpoint/1": 1, FORMAT: 2}
@@ -111,6 +112,16 @@ class Checkpoint:
     restore: Restore | None = None  # declares a restore from a backup
 
 
+@dataclass(frozen=True, slots=True)
+class SignedLink:
+    """A link a checkpoint signed at its number in its chain. ``set_aside``: by a checkpoint a
+    declared restore set aside, which the restored chain was a prefix of, not reached."""
+
+    link: str
+    number: int  # the newest checkpoint that signed it
+    set_aside: bool = False
+
+
 @dataclass
 class Reading:
     """A folder read for verification: the checkpoints whose signatures hold, in order, and
@@ -125,9 +136,47 @@ class Reading:
     # The checkpoints whose heads hold: all of them, less those a declared restore rewound
     # (the ones after the checkpoint its backup holds, up to the declaration).
     in_effect: list[Checkpoint] = field(default_factory=list)
+    # Per declared restore (by its number), the checkpoints it set aside, oldest first.
+    set_aside: dict[int, list[Checkpoint]] = field(default_factory=dict)
 
     def effective(self) -> list[Checkpoint]:
         return self.in_effect if self.in_effect or not self.checkpoints else self.checkpoints
+
+    def signed_links(
+        self, pending: Sequence[Checkpoint] = ()
+    ) -> dict[str, dict[str, dict[int, SignedLink]]]:
+        """Per family and chain, by seq, every link that a checkpoint in effect signed, and
+        each link that a checkpoint set aside by a declared restore in effect signed below the
+        declaration's own head of that chain (the restored chain was a prefix of what it
+        signed, ``rewinds.py``). ``pending``: checkpoints that a declaration about to be
+        written sets aside, wherever the chains reach what they signed.
+
+        Where checkpoints in effect signed two links at one number, the first holds: a later
+        checkpoint that signed another record there signed a re-linked chain."""
+        links: dict[str, dict[str, dict[int, SignedLink]]] = {}
+
+        def add(checkpoint: Checkpoint, below: Checkpoint | None, set_aside: bool) -> None:
+            for key, heads in checkpoint.heads.items():
+                bound = {h.chain: h.seq for h in below.heads.get(key, ())} if below else None
+                chains = links.setdefault(key, {})
+                for head in heads:
+                    if bound is not None and head.seq >= bound.get(head.chain, 0):
+                        continue
+                    at = chains.setdefault(head.chain, {})
+                    before = at.get(head.seq)
+                    if before and not before.set_aside and before.link != head.entry_hash:
+                        continue
+                    at[head.seq] = SignedLink(head.entry_hash, checkpoint.number, set_aside)
+
+        effective = self.effective()
+        for checkpoint in effective:
+            for aside in self.set_aside.get(checkpoint.number, ()):
+                add(aside, checkpoint, True)
+        for checkpoint in pending:
+            add(checkpoint, None, True)
+        for checkpoint in effective:  # over the set-aside ones: what holds now comes last
+            add(checkpoint, None, False)
+        return links
 
     @property
     def restores(self) -> list[Checkpoint]:
@@ -170,6 +219,7 @@ def write(
     complete: bool = False,
     restore: Restore | None = None,
     newest_expected: int | None = None,
+    vet: Callable[[dict[str, list[Head]]], None] | None = None,
 ) -> Checkpoint | None:
     """Sign and write the next checkpoint now. With ``force=False`` (the periodic job), skip it
     when no head moved and the newest checkpoint is younger than ``IDLE_CHECKPOINT``.
@@ -178,7 +228,12 @@ def write(
     sign every chain's head, marked or not (``--complete``). ``restore``: declare that the
     database was restored (``audit/restores.py``, which checked it): a complete checkpoint that
     may follow checkpoints of another database, written only if the newest is still
-    ``newest_expected``."""
+    ``newest_expected``. ``vet``: called with the heads about to be signed; a
+    ``CheckpointError`` it raises writes nothing.
+
+    The marks and the heads are read at one moment (``one_moment``): whatever the checkpoint
+    signs was written before it, and a record past the heads the series signed was written
+    after it (``rewinds.py`` orders records across chains by this)."""
     if not settings.ORBIT_AUDIT_SIGNING_KEYS:
         raise CheckpointError("ORBIT_AUDIT_SIGNING_KEYS: no signing key is configured")
     target = folder()
@@ -192,11 +247,16 @@ def write(
         gives_up = _may_write(target, newest, new_series)
         if newest is not None:
             _list(newest)  # the round that wrote it may have stopped before listing it
-        marks = list(
-            MovedChain.objects.order_by("id").values_list("id", "family", "chain")[:MARKS_PER_ROUND]
-        )
         complete = complete or restore is not None or _complete(newest)
-        heads = _moved_heads(newest, marks, complete=complete)
+        with one_moment():
+            marks = list(
+                MovedChain.objects.order_by("id").values_list("id", "family", "chain")[
+                    :MARKS_PER_ROUND
+                ]
+            )
+            heads = _moved_heads(newest, marks, complete=complete)
+        if vet is not None:
+            vet(heads)
         taken_at = timezone.now()
         if newest and not force and not heads and taken_at - newest.taken_at < IDLE_CHECKPOINT:
             _consume(marks)  # their chains' heads are the ones the newest checkpoint signed
@@ -433,7 +493,9 @@ def read(label: str | None = None) -> Reading:
 
 def _take_effect(reading: Reading, checkpoint: Checkpoint, where: str) -> None:
     """Add ``checkpoint`` to those in effect; a declared restore first sets aside the ones
-    after the checkpoint its backup holds."""
+    after the checkpoint its backup holds, and must be borne out by what they signed: the
+    heads it signed are one moment of the history they describe (``rewinds.py``). It is held
+    to that on every run, whoever wrote it."""
     restore = checkpoint.restore
     if restore is not None:
         held = next((c for c in reading.in_effect if c.number == restore.to), None)
@@ -443,7 +505,14 @@ def _take_effect(reading: Reading, checkpoint: Checkpoint, where: str) -> None:
                 "effect here as it signed it"
             )
         else:
-            reading.in_effect = [c for c in reading.in_effect if c.number <= restore.to]
+            kept = [c for c in reading.in_effect if c.number <= restore.to]
+            rewound = [c for c in reading.in_effect if c.number > restore.to]
+            reading.problems.extend(
+                f"{where}: its declared restore hides what is missing: {problem}"
+                for problem in rewinds.unexplained(kept, rewound, checkpoint.heads)
+            )
+            reading.in_effect = kept
+            reading.set_aside[checkpoint.number] = rewound
     reading.in_effect.append(checkpoint)
 
 

@@ -2,22 +2,27 @@
 
 Each chain must be numbered from 1 without gaps, each record must name the link of the one
 before it, and each link must be the HMAC of its record under the key it names. Then every head
-a checkpoint signed must still be there: the chain still reaches that number, and the record
-with that number still has the link that was signed. That finds what the chains alone cannot:
-records removed from the end of a chain (with or without the head row moved back), a chain or
-a table emptied, and a chain re-linked by someone who holds the audit key.
+a checkpoint signed must still be there: the chain still reaches the newest, and the record at
+each number a checkpoint signed still has the link that was signed. That finds what the chains
+alone cannot: records removed from the end of a chain (with or without the head row moved
+back), a chain or a table emptied, and a chain re-linked by someone who holds the audit key.
+Every signed head counts, not only the newest: the checkpoint job signs whatever head a marked
+chain has, so after records were removed (and a mark inserted by hand) a later checkpoint may
+sign a lower head, or a re-linked one; the earlier ones still hold. Only a declared restore
+sets checkpoints aside (``audit/restores.py``), and the chains it restored must still be
+prefixes of what those signed.
 
 Since checkpoints of format 2, every record is either signed or its chain is marked for the
 next checkpoint (``audit/checkpoints.py``): a record that is neither lost its mark, and could be
 removed unseen later, so it is named too.
 """
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from orbit_console.audit import checkpoints
+from orbit_console.audit import checkpoints, rewinds
 from orbit_console.audit.chains import Family, Head, Link, families
-from orbit_console.audit.checkpoints import Reading
+from orbit_console.audit.checkpoints import Checkpoint, Reading, SignedLink
 from orbit_console.audit.models import MovedChain
 
 
@@ -46,16 +51,13 @@ class Report:
         return sum(family.checked for family in self.families)
 
 
-def verify(reading: Reading) -> Report:
-    """Walk every registered family's chains and hold them against ``reading``'s heads."""
-    signed = reading.signed_heads()
+def verify(reading: Reading, *, pending: Sequence[Checkpoint] = ()) -> Report:
+    """Walk every registered family's chains and hold them against ``reading``'s heads.
+    ``pending``: checkpoints that a declared restore about to be written sets aside; the
+    chains must be prefixes of what they signed (``audit/restores.py``)."""
+    signed = reading.signed_links(pending)
     reports = [
-        _verify_family(
-            family,
-            signed.get(family.key, {}),
-            _signer(reading, family.key),
-            unsigned=reading.marks_hold,
-        )
+        _verify_family(family, signed.get(family.key, {}), unsigned=reading.marks_hold)
         for family in families()
     ]
     if reading.marks_hold:
@@ -99,32 +101,20 @@ def _hold_to_the_marks(reports: dict[Family, FamilyReport]) -> None:
             )
 
 
-def _signer(reading: Reading, family_key: str) -> Callable[[Head], str]:
-    def signer(head: Head) -> str:
-        """The newest checkpoint that signed ``head``."""
-        for checkpoint in reversed(reading.effective()):
-            if head in checkpoint.heads.get(family_key, ()):
-                return f"checkpoint {checkpoint.number}"
-        raise LookupError(head)  # signed heads come from these checkpoints
-
-    return signer
-
-
 def _verify_family(
-    family: Family,
-    signed: dict[str, Head],
-    signer: Callable[[Head], str],
-    *,
-    unsigned: bool = False,
+    family: Family, signed: dict[str, dict[int, SignedLink]], *, unsigned: bool = False
 ) -> FamilyReport:
-    """``unsigned``: collect the chains with records past their signed head."""
+    """``signed``: per chain, by seq, the links the checkpoints signed: each must be the
+    record's at that number, and the chain must reach the newest in effect. ``unsigned``:
+    collect the chains with records past their signed head."""
     report = FamilyReport(family.title, family.unit)
-    unseen = dict(signed)
+    unseen = {chain for chain, links in signed.items() if _target(links) is not None}
     ends: dict[str, Head] = {}
     chain: str | None = None
-    target: Head | None = None
+    links: dict[int, SignedLink] = {}
+    target: tuple[int, SignedLink] | None = None
     last: Head | None = None
-    broken = False
+    broken = relinked = False
     expected, previous = 1, ""
 
     def close() -> None:
@@ -132,35 +122,46 @@ def _verify_family(
         if chain is None or last is None:
             return
         ends[chain] = last
-        if unsigned and (target is None or last.seq > target.seq):
-            report.unsigned[chain] = (target.seq if target else 0, last)
-        if target is not None and last.seq < target.seq:
+        if unsigned and (target is None or last.seq > target[0]):
+            report.unsigned[chain] = (target[0] if target else 0, last)
+        if target is not None and last.seq < target[0]:
             report.problems.append(
-                f"{family.chain_name(chain)}: {signer(target)} signed it at seq {target.seq}, "
-                f"but it ends at seq {last.seq}; {family.unit} at its end were removed"
+                f"{family.chain_name(chain)}: checkpoint {target[1].number} signed it at seq "
+                f"{target[0]}, but it ends at seq {last.seq}; {family.unit} at its end were "
+                "removed"
             )
 
     for link in family.links():
         if link.chain != chain:
             close()
-            chain, target = link.chain, unseen.pop(link.chain, None)
-            broken, expected, previous = False, 1, ""
+            chain, links = link.chain, signed.get(link.chain, {})
+            target = _target(links)
+            unseen.discard(link.chain)
+            broken = relinked = False
+            expected, previous = 1, ""
         report.checked += 1
         last = Head(link.chain, link.seq, link.entry_hash)
-        if target is not None and link.seq == target.seq and link.entry_hash != target.entry_hash:
+        at = links.get(link.seq)
+        if not relinked and at is not None and at.link != link.entry_hash:
             report.problems.append(
-                f"{family.where(link)}: is not what {signer(target)} signed at this number; "
-                "the chain was re-linked"
+                f"{family.where(link)}: is not what checkpoint {at.number} signed at this "
+                + (
+                    f"number, which a declared restore set aside; {rewinds.NOT_A_PREFIX}"
+                    if at.set_aside
+                    else "number; the chain was re-linked"
+                )
             )
+            relinked = True  # one per chain: the links after it differ as well
         if not broken and (problem := _break(link, expected, previous, family.unit)):
             report.problems.append(f"{family.where(link)}: {problem}")
             broken = True  # one break per chain: what follows it says nothing new
         expected, previous = link.seq + 1, link.entry_hash
     close()
 
-    for head in sorted(unseen.values()):
+    for gone in sorted(unseen):
+        seq, at = _target(signed[gone]) or (0, SignedLink("", 0))
         report.problems.append(
-            f"{family.chain_name(head.chain)}: {signer(head)} signed it at seq {head.seq}, but "
+            f"{family.chain_name(gone)}: checkpoint {at.number} signed it at seq {seq}, but "
             f"the table has none of its {family.unit}; they were removed"
         )
     for declared in family.declared_heads():
@@ -171,6 +172,15 @@ def _verify_family(
                 f"head says {declared.seq}; {family.unit} at the end were removed"
             )
     return report
+
+
+def _target(links: dict[int, SignedLink]) -> tuple[int, SignedLink] | None:
+    """The newest link a checkpoint in effect signed: the chain must reach it."""
+    return max(
+        ((seq, at) for seq, at in links.items() if not at.set_aside),
+        key=lambda pair: pair[0],
+        default=None,
+    )
 
 
 def _break(link: Link, expected: int, previous: str, unit: str) -> str | None:

@@ -48,7 +48,13 @@ from orbit_console.decisions.models import (
     SubmissionState,
 )
 from orbit_console.decisions.proposals import APPROVALS_GROUP, ProposalRefused, refuse_own
-from orbit_console.decisions.submissions import Authenticated, record_event, submission_create
+from orbit_console.decisions.submissions import (
+    Authenticated,
+    DecidedOn,
+    record_event,
+    submission_create,
+    waiting_since,
+)
 from orbit_console.lib import strictjson
 from orbit_console.lib.live import publish_on_commit
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
@@ -171,6 +177,7 @@ def _item(batch: Batch, entry: Seen, action: str) -> BatchItem:
         business_key=task.business_key or "",
         seen_state=task.state,
         seen_revision=task.revision,
+        waiting_since=waiting_since(task),
         ineligible=reason,
         outcome=ItemOutcome.SKIPPED if reason else "",
     )
@@ -708,6 +715,12 @@ def _store(batch: Batch, item: BatchItem, now: Any) -> str:
         created_by=batch.created_by,
         sent_as=batch.sent_as,
         batch=batch,
+        # Each task's decision was started when the batch was selected; the task's last error
+        # code the verify step did not read (one more read per task): the insight's own record
+        # of the task's waiting has it, when Orbit's stream told it (docs/insight.md).
+        decided_on=DecidedOn(
+            handler=item.handler, waiting_since=item.waiting_since, started_at=batch.created_at
+        ),
     )
     if not created.created:
         _settle_item(item, ItemOutcome.TAKEN, "", now)

@@ -77,6 +77,12 @@ def followup_observe(task: Task, *, now: datetime | None = None) -> list[FollowU
             )
             if task.state in ENDED_STATES:
                 followup.ended_at, followup.next_look_at = now, None
+            # Saved before the end is recorded: those told of the record read the follow-up
+            # as it now stands (insight counts the retries that failed again).
+            followup.save(
+                update_fields=["state", "revision", "seen_at", "ended_at", "next_look_at"]
+            )
+            if followup.ended:
                 record_event(
                     "submission.followed",
                     submission=followup.submission,
@@ -89,9 +95,6 @@ def followup_observe(task: Task, *, now: datetime | None = None) -> list[FollowU
                     ),
                     now=now,
                 )
-            followup.save(
-                update_fields=["state", "revision", "seen_at", "ended_at", "next_look_at"]
-            )
             _tell(followup)
     return moved
 

@@ -79,6 +79,12 @@ class Proposal(models.Model):
     # console kept that: the proposer's, when it minted their credential). Supervisors' queues
     # show the proposals of their own namespace, then only those their credential can read.
     namespace_id = models.CharField(max_length=64, blank=True)
+    # What the decision was made on, as the proposer saw the task (``DecidedOn``, kept for
+    # docs/insight.md): its last attempt's error code, since when it waited for a person, and
+    # when the proposer opened the wizard. Empty on proposals made before the console kept it.
+    last_error_code = models.CharField(max_length=64, blank=True, default="")
+    waiting_since = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     expected_revision = models.CharField(max_length=24)
     idempotency_key = models.CharField(max_length=80, unique=True)
     body = models.TextField()
@@ -173,6 +179,13 @@ class Submission(models.Model):
     # The task's namespace, as the API showed it when the decision was made: lists and
     # exports filter on it in the database (console/access.py has the rule).
     namespace_id = models.CharField(max_length=64, blank=True, default="")
+    # What the decision was made on (``DecidedOn``, as on ``Proposal``): the task's handler
+    # and last error code, since when it waited for a person, when its decider started it (the
+    # wizard opened; a batch's selection). Empty on decisions made before the console kept it.
+    handler = models.CharField(max_length=512, blank=True, default="")
+    last_error_code = models.CharField(max_length=64, blank=True, default="")
+    waiting_since = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     expected_revision = models.CharField(max_length=24)
     idempotency_key = models.CharField(max_length=80, unique=True)
     body = models.TextField()
@@ -477,6 +490,8 @@ class BatchItem(models.Model):
     business_key = models.CharField(max_length=512, blank=True, default="")
     seen_state = models.CharField(max_length=16)
     seen_revision = models.CharField(max_length=24, blank=True)
+    # Since when the task waited for a person, as the verify step read it (``waiting_since``).
+    waiting_since = models.DateTimeField(null=True, blank=True)
     # Why the task is not eligible (decisions/batches.INELIGIBLE); empty: it is.
     ineligible = models.CharField(max_length=20, blank=True, default="")
     submission = models.OneToOneField(

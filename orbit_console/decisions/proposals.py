@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from orbit_console.decisions.models import Approval, Proposal, ProposalState, Submission
 from orbit_console.decisions.submissions import (
     Authenticated,
+    DecidedOn,
     credential_namespace,
     decision_slot,
     record_event,
@@ -86,18 +87,24 @@ def proposal_create(
     queue_id: str = "",
     namespace_id: str | None = None,
     handler: str = "",
+    decided_on: DecidedOn | None = None,
 ) -> Proposed:
     """Store a proposal: request body, pinned revision and idempotency key, fixed from now on.
     One live proposal per task revision: a second one returns the first (``created=False``).
-    ``namespace_id`` is the task's; by default the namespace of the proposer's credential."""
+    ``namespace_id`` is the task's; by default the namespace of the proposer's credential.
+    ``decided_on``: what it was made on (its handler, when ``handler`` is not given)."""
     if namespace_id is None:
         namespace_id = credential_namespace(proposed_by)
+    seen = decided_on or DecidedOn()
     fields = {
         "action": action,
         "task_id": task_id,
         "queue_id": queue_id,
         "namespace_id": namespace_id,
-        "handler": handler,
+        "handler": handler or seen.handler,
+        "last_error_code": seen.last_error_code,
+        "waiting_since": seen.waiting_since,
+        "started_at": seen.started_at,
         "expected_revision": expected_revision,
         "body": body,
         "proposed_by": proposed_by,

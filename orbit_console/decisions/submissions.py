@@ -28,7 +28,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from orbit_console.client import OrbitError, OutcomeUnknown, RetryReceipt, ReviewReceipt
+from orbit_console.client import OrbitError, OutcomeUnknown, RetryReceipt, ReviewReceipt, Task
 from orbit_console.decisions import chain
 from orbit_console.decisions.models import (
     Batch,
@@ -67,6 +67,32 @@ def decision_slot(task_id: str, revision: str) -> str:
     return f"{task_id}@{revision}"
 
 
+@dataclass(frozen=True)
+class DecidedOn:
+    """What a decision was made on, as its decider saw the task when they started it, kept
+    with the decision for the insight figures (docs/insight.md): the task's handler and its
+    last attempt's error code (``lib/errorcodes.py``), since when it had waited for a person
+    (``waiting_since``), and when the decision was started — the wizard opened, a batch
+    selected. What the console did not see is left empty."""
+
+    handler: str = ""
+    last_error_code: str = ""
+    waiting_since: datetime | None = None
+    started_at: datetime | None = None
+
+
+def waiting_since(task: Task) -> datetime | None:
+    """Since when ``task`` has waited for a person, as the task itself says: a task in
+    NEEDS_REVIEW since it was parked (its last update: nothing else changes a parked task), a
+    FAILED or CANCELLED one since it ended. ``None`` for other states, or when the API does
+    not say (an external Orbit may omit the times)."""
+    if task.state == "NEEDS_REVIEW":
+        return task.updated_at
+    if task.state in ("FAILED", "CANCELLED"):
+        return task.completed_at or task.updated_at
+    return None
+
+
 def submission_create(
     *,
     action: str,
@@ -80,15 +106,24 @@ def submission_create(
     proposal: Proposal | None = None,
     batch: Batch | None = None,
     note: str = "",
+    decided_on: DecidedOn | None = None,
 ) -> Created:
     """Store a decision before it is sent. One decision per task revision: a second one for
     the same revision returns the first instead (``created=False``). An approved proposal's
-    submission reuses the key the proposal stored when it was made.
+    submission reuses the key the proposal stored when it was made, and what it was made on.
 
     ``namespace_id`` is the task's; by default the proposal's, else the namespace of the
     creator's credential."""
     if namespace_id is None:
         namespace_id = proposal.namespace_id if proposal else credential_namespace(created_by)
+    if decided_on is None and proposal is not None:
+        decided_on = DecidedOn(
+            handler=proposal.handler,
+            last_error_code=proposal.last_error_code,
+            waiting_since=proposal.waiting_since,
+            started_at=proposal.started_at,
+        )
+    seen = decided_on or DecidedOn()
     now = timezone.now()
     submission_id = new_id()
     slot = decision_slot(task_id, expected_revision)
@@ -109,6 +144,10 @@ def submission_create(
                 proposal=proposal,
                 created_at=now,
                 decision_slot=slot,
+                handler=seen.handler,
+                last_error_code=seen.last_error_code,
+                waiting_since=seen.waiting_since,
+                started_at=seen.started_at,
                 next_attempt_at=now + timedelta(seconds=settings.CONSOLE_PENDING_GRACE_SECONDS),
                 reconcile_deadline=now + timedelta(hours=settings.CONSOLE_RECONCILE_DEADLINE_HOURS),
             )

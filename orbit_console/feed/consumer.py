@@ -8,12 +8,13 @@ event once.
 
 For each event, as the handbook asks:
 
-1. read again what the event prompts (I3): the task, when a decision of the console follows it,
-   with the stream's own credential; and, against an external Orbit, the audit record the
-   event names, for the live timelines and work-queue rows;
+1. read again what the event prompts (I3): the task, when a decision of the console follows it
+   or a listener asks (``listen_to_events``: insight), and its newest attempt when a listener
+   asks, with the stream's own credential; and, against an external Orbit, the audit record
+   the event names, for the live timelines and work-queue rows;
 2. in one transaction, record the event's id in the inbox and apply its effect (the follow-ups
-   move; the live pushes are scheduled for the commit) — or, when the inbox has it already
-   (a delivery that came again), nothing;
+   move, the listeners apply it; the live pushes are scheduled for the commit) — or, when the
+   inbox has it already (a delivery that came again), nothing;
 3. acknowledge it, after the commit.
 
 A consumer that dies between 2 and 3 gets the delivery again after its lease (or at once, when
@@ -39,7 +40,8 @@ import os
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,7 +51,14 @@ from django.db import IntegrityError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from orbit_console.client import OperationDetail, OrbitError, OutcomeUnknown, Task
+from orbit_console.client import (
+    Attempt,
+    OperationDetail,
+    OrbitClient,
+    OrbitError,
+    OutcomeUnknown,
+    Task,
+)
 from orbit_console.client.errors import BadAnswer
 from orbit_console.client.events import (
     EventStreamConnection,
@@ -77,6 +86,7 @@ from orbit_console.feed.sources import (
 )
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import OPERATION_MESSAGE, publish_on_commit, task_group
+from orbit_console.ops.loops import Heartbeat
 from orbit_console.people.models import OrbitCredential
 from orbit_console.people.person import orbit_client
 
@@ -130,6 +140,50 @@ def leadership_release(holder: str) -> None:
     Leadership.objects.filter(name=LEADERSHIP, holder=holder).update(expires_at=timezone.now())
 
 
+# --- Who else is told of each event ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What a listener needs read again before an event is applied (I3: an event only prompts
+    a re-read), with the source's credential: the task, and its newest attempt."""
+
+    task: bool = False
+    last_attempt: bool = False
+
+
+@dataclass(frozen=True)
+class EventListener:
+    """An app above this one that acts on Orbit's events (insight: the tasks waiting for a
+    person), told instead of imported. ``reads`` says what an event needs read again (cheap:
+    no database); ``apply`` is called inside the transaction that records the event in the
+    inbox — once per event, however often it is delivered — with what was read (``None``
+    when the source's credential could not read it); ``connected``, when given, is awaited
+    each time a stream of a source connects, before its first event is taken (a look at what
+    the stream did not tell: insight's backfill), with the source's client; its failure is
+    logged and the stream consumed all the same."""
+
+    reads: Callable[[StreamEvent], Reads]
+    apply: Callable[[Source, StreamEvent, Task | None, Attempt | None], None]
+    connected: Callable[[Source, OrbitClient], Awaitable[None]] | None = None
+
+
+_listeners: list[EventListener] = []
+
+
+def listen_to_events(listener: EventListener) -> None:
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def _reads(event: StreamEvent) -> Reads:
+    wanted = [listener.reads(event) for listener in _listeners]
+    return Reads(
+        task=any(reads.task for reads in wanted),
+        last_attempt=any(reads.last_attempt for reads in wanted),
+    )
+
+
 # --- Applying an event ------------------------------------------------------------------------
 
 
@@ -138,11 +192,16 @@ def followed(task_id: str) -> bool:
 
 
 def event_apply(
-    source: Source, event: StreamEvent, task: Task | None, operations: list[OperationDetail]
+    source: Source,
+    event: StreamEvent,
+    task: Task | None,
+    operations: list[OperationDetail],
+    attempt: Attempt | None = None,
 ) -> bool:
     """The event's effect and its inbox record, in one transaction; ``False`` when the inbox
     had it (applied before: nothing happens again). ``operations`` are published to their
-    tasks' groups once it commits."""
+    tasks' groups once it commits; the listeners (``listen_to_events``) apply it in the same
+    transaction, with the task and its newest ``attempt`` as read again."""
     try:
         with transaction.atomic():
             InboxEvent.objects.create(
@@ -154,6 +213,8 @@ def event_apply(
             )
             if task is not None:
                 followup_observe(task)
+            for listener in _listeners:
+                listener.apply(source, event, task, attempt)
             for operation in operations:
                 message = {"type": OPERATION_MESSAGE, "operation": operation.as_plain()}
                 publish_on_commit(task_group(operation.task_id), message)
@@ -234,8 +295,10 @@ async def event_handle(reader: Reader, event: StreamEvent, *, attempt: int = 1) 
     if await InboxEvent.objects.filter(event_id=event.id).aexists():
         return KNOWN
     task = None
+    newest: Attempt | None = None
     operations: list[OperationDetail] = []
-    wants_task = await sync_to_async(followed)(event.task_id)
+    reads = _reads(event)
+    wants_task = reads.task or await sync_to_async(followed)(event.task_id)
     records = []
     # Against the embedded API its own announcements feed the timelines (lib/live.py).
     if settings.ORBIT_API_URL:
@@ -245,6 +308,9 @@ async def event_handle(reader: Reader, event: StreamEvent, *, attempt: int = 1) 
     try:
         if wants_task:
             task = await reader.orbit.get_task(event.task_id)
+        if reads.last_attempt:
+            attempts = await reader.orbit.list_attempts(event.task_id, limit=1)
+            newest = attempts.items[0] if attempts.items else None
         for task_id, audit_id in records:
             if audit_id and audit_id not in reader.published:
                 operations.append(await reader.orbit.get_task_operation(task_id, audit_id))
@@ -261,11 +327,23 @@ async def event_handle(reader: Reader, event: StreamEvent, *, attempt: int = 1) 
             return UNREAD
         await _set_aside(reader, event, attempt, UNANSWERED, str(unknown))
         return SET_ASIDE
-    applied = await sync_to_async(event_apply)(reader.source, event, task, operations)
+    applied = await sync_to_async(event_apply)(reader.source, event, task, operations, newest)
     if applied:
         for operation in operations:
             reader.note_published(operation.id)
     return APPLIED if applied else KNOWN
+
+
+async def _connected(source: Source, reader: Reader) -> None:
+    """Tell the listeners that want to know that a stream of ``source`` is connected; the
+    stream's heartbeats go on meanwhile, and its events wait until they are done."""
+    for listener in _listeners:
+        if listener.connected is None:
+            continue
+        try:
+            await listener.connected(source, reader.orbit)
+        except Exception:
+            logger.exception("feed: a listener failed when %s connected", source.subscription_id)
 
 
 async def _set_aside(
@@ -312,9 +390,14 @@ class Feed:
     """What one candidate process runs: the lease, a consumer per source while it holds it,
     and the follow-ups' looks while no live stream covers their namespace."""
 
-    def __init__(self, stop: asyncio.Event, *, holder: str | None = None) -> None:
+    def __init__(
+        self, stop: asyncio.Event, *, holder: str | None = None, heartbeat: Heartbeat | None = None
+    ) -> None:
         self.stop = stop
         self.holder = holder or holder_name()
+        # ``feed run --health-port``: a round beats when the lease could be read (consuming or
+        # standing by alike); a process that cannot read it for long is not ready.
+        self.heartbeat = heartbeat
         self.consumers: dict[str, asyncio.Task[None]] = {}
         # What each consumer was started with: a source added again (another subscription or
         # token) is consumed afresh, a source removed is no longer consumed.
@@ -343,9 +426,14 @@ class Feed:
     async def _round(self) -> None:
         try:
             leading = await sync_to_async(leadership_hold)(self.holder)
-        except Exception:
+        except Exception as failed:
             logger.exception("feed: the lease could not be read")
+            if self.heartbeat is not None:
+                self.heartbeat.failed(failed)
             leading = False
+        else:
+            if self.heartbeat is not None:
+                self.heartbeat.beat()
         if leading != self.leading:
             logger.info("feed: %s %s", self.holder, "consumes" if leading else "stands by")
         self.leading = leading
@@ -423,6 +511,7 @@ class Feed:
                     self.stalled.discard(source.id)
                     await sync_to_async(source_status)(source.id, SourceStatus.LIVE)
                     await stream.resume(list(held))
+                    await _connected(source, reader)
                     while True:
                         if await self._take(source, reader, stream, held):
                             backoff.proven = True
@@ -541,7 +630,7 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
 
 
-async def run_feed(stop: asyncio.Event) -> None:
+async def run_feed(stop: asyncio.Event, *, heartbeat: Heartbeat | None = None) -> None:
     """A candidate to consume Orbit's events, until ``stop`` (a service of ``ops/background``,
-    and ``manage.py feed run``)."""
-    await Feed(stop).run()
+    and ``manage.py feed run``, whose ``heartbeat`` beats at each round that read the lease)."""
+    await Feed(stop, heartbeat=heartbeat).run()

@@ -18,6 +18,13 @@ The four kinds of key, and what can make an old one necessary:
   sign-in hash is an HMAC under the key). A page request re-signs a session under the current
   key; a session nobody has used since is still signed under the old one, and dropping that
   fallback signs its person out. Such sessions end by ``SESSION_COOKIE_AGE`` at the latest.
+
+Each key gets an ``action``: what its operator should do now (``RESEAL``, ``REMOVE``,
+``RESTORE``, ``UNSIGN``), or nothing — a current key, an old one kept on purpose for as long as
+what it linked or signed exists, an old ``SECRET_KEY`` whose sessions move on by themselves.
+``retire-check`` exits 1 exactly when some key has one, so that a script can tell "act now"
+from "nothing to do" (issue 41: an old audit key, kept for ever by design, made it exit 1 for
+ever).
 """
 
 import hashlib
@@ -50,6 +57,12 @@ SEALED = (
 )
 UNREADABLE = "(no configured key)"
 
+# What a key asks of its operator now (``KeyUse.action``).
+RESEAL = "reseal"  # run ``manage.py keys reseal``, then remove it
+REMOVE = "remove"  # nothing needs it: remove it from its setting
+RESTORE = "restore"  # something needs it and it is not configured: put it back
+UNSIGN = "unsign"  # its private key can leave the signing keys; its public key stays
+
 
 @dataclass
 class KeyUse:
@@ -60,6 +73,7 @@ class KeyUse:
     role: str  # "current", "old", "not configured"
     needed_by: dict[str, int] = field(default_factory=dict)
     advice: str = ""
+    action: str = ""  # RESEAL, REMOVE, RESTORE, UNSIGN, or "" (nothing to do now)
 
     @property
     def needed(self) -> bool:
@@ -92,8 +106,10 @@ def token_keys() -> list[KeyUse]:
             use.advice = (
                 "run `manage.py keys reseal`, then remove it" if use.needed else "can be removed"
             )
+            use.action = RESEAL if use.needed else REMOVE
         elif use.role == "not configured":
             use.advice = "these ciphertexts open with no configured key: put the key back"
+            use.action = RESTORE
         uses.append(use)
     return uses
 
@@ -115,8 +131,10 @@ def audit_keys() -> list[KeyUse]:
                 if use.needed
                 else "can be removed"
             )
+            use.action = "" if use.needed else REMOVE
         elif use.role == "not configured" and use.needed:
             use.advice = "records linked with it cannot be verified: put the key back"
+            use.action = RESTORE
         uses.append(use)
     return uses
 
@@ -143,6 +161,7 @@ def signing_keys() -> list[KeyUse]:
                 if use.needed
                 else "can be removed"
             )
+            use.action = UNSIGN if use.needed else REMOVE
         elif role == "old":
             use.advice = (
                 "keep its public key in ORBIT_AUDIT_VERIFY_KEYS: what it signed verifies only "
@@ -150,8 +169,10 @@ def signing_keys() -> list[KeyUse]:
                 if use.needed
                 else "can be removed"
             )
+            use.action = "" if use.needed else REMOVE
         elif role == "not configured" and use.needed:
             use.advice = "what it signed cannot be verified: add its public key back"
+            use.action = RESTORE
         uses.append(use)
     return uses
 
@@ -183,6 +204,7 @@ def secret_keys() -> list[KeyUse]:
                 if use.needed
                 else "can be removed from SECRET_KEY_FALLBACKS"
             )
+            use.action = "" if use.needed else REMOVE  # the sessions move on by themselves
         uses.append(use)
     return uses
 

@@ -10,11 +10,14 @@ from django.db.models import F
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from orbit_console.notifications.delivery import backoff
 from orbit_console.notifications.models import Recipient
 from orbit_console.notifications.texts import link, rendered
-from orbit_console.notifications.webhooks import backoff
 
 logger = logging.getLogger("orbit.notifications.mail")
+
+# Emails one pass takes at most; the worker's mail lane comes back at once for more.
+PASS_LIMIT = 100
 
 
 def message_for(recipient: Recipient) -> EmailMessage:
@@ -34,7 +37,7 @@ def message_for(recipient: Recipient) -> EmailMessage:
     )
 
 
-def deliver_due(*, now: datetime | None = None, limit: int = 100) -> int:
+def deliver_due(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> int:
     now = now or timezone.now()
     due = list(
         Recipient.objects.filter(email_state="pending", email_next_at__lte=now)

@@ -166,7 +166,40 @@ class WebhookMessage(models.Model):
                 fields=["endpoint", "notification"], name="one_message_per_endpoint"
             )
         ]
-        indexes = [models.Index(fields=["state", "next_at"], name="webhook_due")]
+        indexes = [
+            models.Index(fields=["state", "next_at"], name="webhook_due"),
+            # One endpoint's due messages, found at once behind another endpoint's backlog.
+            models.Index(fields=["endpoint", "state", "next_at"], name="webhook_due_by_endpoint"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} to {self.endpoint_id}: {self.state}"
+
+
+class DeliveryAttempt(models.Model):
+    """One try of a webhook message, written when the worker claims it and completed with what
+    came back: the delivery log keeps every try, not only the last. ``finished_at`` stays empty
+    for a try whose worker stopped before it could record the answer (the message was tried
+    again after its lease)."""
+
+    message = models.ForeignKey(WebhookMessage, on_delete=models.CASCADE, related_name="tries")
+    number = models.PositiveSmallIntegerField()
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    response_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "number"], name="one_try_per_number")
+        ]
+        ordering = ["message", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} try {self.number}"
+
+    @property
+    def seconds(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()

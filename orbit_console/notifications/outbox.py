@@ -23,7 +23,7 @@ from orbit_console.decisions.batches import outcome_counts, within_queues
 from orbit_console.decisions.evidence import evidence_link
 from orbit_console.decisions.models import Batch, ConsoleEvent, Proposal
 from orbit_console.lib.live import publish_on_commit
-from orbit_console.notifications import webhooks
+from orbit_console.notifications import wakeup, webhooks
 from orbit_console.notifications.models import Notification, Preference, Recipient
 from orbit_console.people.accounts import accounts_of, is_company
 from orbit_console.people.models import OrbitCredential
@@ -111,7 +111,7 @@ def notify(
             person_group(user_id),
             {"type": NOTIFY_MESSAGE, "notification_id": notification.id},
         )
-    _wake_worker_on_commit()
+    wakeup.wake_on_commit()
     return notification
 
 
@@ -129,12 +129,6 @@ def _recipient(
         email_state="pending" if wants_email else "",
         email_next_at=now if wants_email else None,
     )
-
-
-def _wake_worker_on_commit() -> None:
-    from orbit_console.notifications import worker
-
-    transaction.on_commit(worker.wake)
 
 
 # --- What the console's record tells ---------------------------------------------------------

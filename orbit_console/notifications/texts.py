@@ -1,6 +1,7 @@
 """What a notification says, in a given language: a title, a few lines of facts and the link.
 The same words serve the menu, email and the Slack payload."""
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -25,6 +26,17 @@ COUNT_LABELS = {
 }
 
 
+# Whatever breaks a line, or is no text (C0 and C1 controls, Unicode's line and paragraph
+# separators): a fact shown as one line stays one, whatever a person typed into it.
+_LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: each run of line breaks and control characters becomes a space.
+    A rejection's reason with "\nBy: ..." in it can then not pass for a line of its own."""
+    return _LINE_BREAKING.sub(" ", text).strip()
+
+
 def link(notification: Notification) -> str:
     """The page it is about, absolute (``CONSOLE_BASE_URL``)."""
     if not notification.path:
@@ -33,7 +45,7 @@ def link(notification: Notification) -> str:
 
 
 def lines(notification: Notification) -> list[str]:
-    """The facts, one line each, in the active language."""
+    """The facts, one line each (``one_line``), in the active language."""
     data: dict[str, Any] = notification.data
     found: list[str] = []
     if notification.task_id:
@@ -64,7 +76,7 @@ def lines(notification: Notification) -> list[str]:
         found.append(_("First break: %(where)s") % {"where": data["first_break"]})
     if data.get("last_checkpoint_at"):
         found.append(_("Last checkpoint: %(when)s") % {"when": data["last_checkpoint_at"]})
-    return found
+    return [one_line(line) for line in found]
 
 
 def rendered(notification: Notification, language: str) -> tuple[str, list[str]]:

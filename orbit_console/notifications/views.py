@@ -8,13 +8,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.core.exceptions import BadRequest, PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import translation
 from django.views.decorators.http import require_GET, require_POST
 
+from orbit_console.lib.numbers import decimal_in
 from orbit_console.notifications import webhooks
 from orbit_console.notifications.kinds import KINDS, title
 from orbit_console.notifications.models import Endpoint, Preference, WebhookMessage
@@ -23,6 +24,8 @@ from orbit_console.notifications.services import notifications_mark_read, prefer
 from orbit_console.notifications.texts import lines
 
 LOG_ROWS = 100
+# Recipient rows are numbered by the database (a 64-bit auto field).
+MAX_ROW_ID = 2**63 - 1
 
 
 def _user(request: HttpRequest) -> User:
@@ -64,8 +67,14 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def notification_read(request: HttpRequest) -> HttpResponse:
-    ids = [int(v) for v in request.POST.getlist("recipient") if v.isdigit()]
-    notifications_mark_read(user=_user(request), recipient_ids=ids or None)
+    """Mark the notifications named by ``recipient`` read (each one a row's number), or all of
+    them when none is named. A value that is no row's number changes nothing (400)."""
+    values = request.POST.getlist("recipient")
+    try:
+        ids = [decimal_in(value, 1, MAX_ROW_ID) for value in values]
+    except ValueError:
+        raise BadRequest("recipient: not a notification's number") from None
+    notifications_mark_read(user=_user(request), recipient_ids=ids if values else None)
     return HttpResponseRedirect(reverse("notifications:list"))
 
 
@@ -96,16 +105,11 @@ def administrators_only(view: Callable[..., HttpResponse]) -> Callable[..., Http
 @administrators_only
 def delivery_log(request: HttpRequest) -> HttpResponse:
     endpoints = list(Endpoint.objects.order_by("namespace_id", "created_at"))
-    messages = WebhookMessage.objects.select_related("notification", "endpoint").order_by(
-        "-created_at"
-    )[:LOG_ROWS]
+    messages = WebhookMessage.objects.select_related("notification", "endpoint")
     chosen = request.GET.get("endpoint", "")
     if chosen:
-        messages = (
-            WebhookMessage.objects.filter(endpoint_id=chosen)
-            .select_related("notification", "endpoint")
-            .order_by("-created_at")[:LOG_ROWS]
-        )
+        messages = messages.filter(endpoint_id=chosen)
+    messages = messages.prefetch_related("tries").order_by("-created_at")[:LOG_ROWS]
     return render(
         request,
         "notifications/deliveries.html",
@@ -116,5 +120,8 @@ def delivery_log(request: HttpRequest) -> HttpResponse:
 @require_POST
 @administrators_only
 def delivery_replay(request: HttpRequest, message_id: str) -> HttpResponse:
-    webhooks.replay(message_id=message_id)
+    try:
+        webhooks.replay(message_id=message_id)
+    except WebhookMessage.DoesNotExist:
+        raise Http404("no such webhook message") from None
     return HttpResponseRedirect(reverse("notifications:deliveries"))

@@ -11,5 +11,9 @@ class OpsConfig(AppConfig):
 
         from orbit_console.ops import checks  # noqa: F401 -- registers the deploy checks
         from orbit_console.ops.database import watch_privileges
+        from orbit_console.ops.lifeline import watch_supervisor
 
         connection_created.connect(watch_privileges, dispatch_uid="orbit.watch_privileges")
+        # A child of ``manage.py serve`` or of the demo ends with its supervisor: every Django
+        # process (commands and ASGI workers) starts here (ops/lifeline.py).
+        watch_supervisor()

@@ -59,7 +59,8 @@ for _consumer in ("timeline", "approvals"):
 
 IN_FLIGHT = Gauge(
     "orbit_http_requests_in_flight",
-    "Console page requests this process is serving now (bounded by CONSOLE_MAX_IN_FLIGHT)",
+    "Signed-in people's page requests this process is serving now (bounded by"
+    " CONSOLE_MAX_IN_FLIGHT)",
 )
 IN_FLIGHT_LIMIT = Gauge(
     "orbit_http_requests_in_flight_limit",
@@ -67,8 +68,28 @@ IN_FLIGHT_LIMIT = Gauge(
 )
 SHED = Counter(
     "orbit_http_requests_shed_total",
-    "Console page requests answered 503 because the process already served its bound of them",
+    "Signed-in people's page requests answered 503 because the process already served its"
+    " bound of them",
 )
+ANONYMOUS_IN_FLIGHT = Gauge(
+    "orbit_http_anonymous_requests_in_flight",
+    "Requests of nobody signed in (sign-in pages, company sign-in, back-channel logout) this"
+    " process is serving now (bounded by CONSOLE_ANONYMOUS_MAX_IN_FLIGHT)",
+)
+ANONYMOUS_IN_FLIGHT_LIMIT = Gauge(
+    "orbit_http_anonymous_requests_in_flight_limit",
+    "CONSOLE_ANONYMOUS_MAX_IN_FLIGHT of this process (0: no bound)",
+)
+ANONYMOUS_SHED = Counter(
+    "orbit_http_anonymous_requests_shed_total",
+    "Requests of nobody signed in answered 503, by reason: the anonymous lane was full"
+    " (bound), or their address already had CONSOLE_ANONYMOUS_MAX_IN_FLIGHT_PER_ADDRESS of it"
+    " (address)",
+    ["reason"],
+)
+# Exported at 0 from the start, so that a scrape before the first shed sees the series.
+for _reason in ("bound", "address"):
+    ANONYMOUS_SHED.labels(reason=_reason)
 
 
 DEPENDENCY_UP = Gauge(

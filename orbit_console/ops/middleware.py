@@ -1,5 +1,4 @@
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,7 +15,16 @@ from django.utils.module_loading import import_string
 
 from orbit_console.lib.ids import new_request_id
 from orbit_console.ops.context import current_request_id
-from orbit_console.ops.metrics import IN_FLIGHT, IN_FLIGHT_LIMIT, REQUEST_LATENCY, SHED
+from orbit_console.ops.lanes import ANONYMOUS, PEOPLE, Lane, carries_pass, client_address
+from orbit_console.ops.metrics import (
+    ANONYMOUS_IN_FLIGHT,
+    ANONYMOUS_IN_FLIGHT_LIMIT,
+    ANONYMOUS_SHED,
+    IN_FLIGHT,
+    IN_FLIGHT_LIMIT,
+    REQUEST_LATENCY,
+    SHED,
+)
 from orbit_console.ops.views import fault_page, own_error_page
 
 access_logger = logging.getLogger("orbit.access")
@@ -251,20 +259,26 @@ UNBOUNDED_PATHS = ("/health/", "/metrics")
 
 
 class LoadSheddingMiddleware:
-    """At most ``CONSOLE_MAX_IN_FLIGHT`` console requests served at once by this process; the
-    next ones are answered at once with 503, ``Retry-After: CONSOLE_SHED_RETRY_AFTER_SECONDS``
-    and the styled, translated page that says the console is busy and that nothing was done.
+    """At most ``CONSOLE_MAX_IN_FLIGHT`` signed-in people's requests served at once by this
+    process, and at most ``CONSOLE_ANONYMOUS_MAX_IN_FLIGHT`` anonymous ones beside them, of
+    which ``CONSOLE_ANONYMOUS_MAX_IN_FLIGHT_PER_ADDRESS`` from one client address
+    (``ops/lanes.py``: which lane, and why it is chosen without the database). The next ones
+    are answered at once with 503, ``Retry-After: CONSOLE_SHED_RETRY_AFTER_SECONDS`` and the
+    styled, translated page that says the console is busy and that nothing was done.
 
     A process's views run one at a time on its one sync thread (``ops/handler.py``): requests
     beyond what it can serve only wait in line, each making every later one wait longer, until
     the person (or the balancer) gives up on a request the process will still serve. Shedding
     before any work keeps the requests it accepts fast and tells the rest, truthfully, that
     nothing happened: a decision confirmed in a shed request was not stored, and sending it
-    again stores it once (docs/deployment.md, "Capacity of one replica").
+    again stores it once (docs/deployment.md, "Capacity of one replica"). The lanes keep a
+    flood of anonymous requests (issue 40: 48 at once shed a supervisor's pages 8 times in 11)
+    from taking signed-in people's places, and one address from taking the whole anonymous
+    lane.
 
     Not counted: health and ``/metrics``; prefixes with error pages of their own (the recovery
     API, which has its own quotas and 429s); static files, liveness and WebSockets never reach
-    Django's middleware (``ops/edge.py``). Counted per process: the bound is per worker.
+    Django's middleware (``ops/edge.py``). Counted per process: the bounds are per worker.
     """
 
     sync_capable = True
@@ -272,61 +286,64 @@ class LoadSheddingMiddleware:
 
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
-        self.limit: int = settings.CONSOLE_MAX_IN_FLIGHT
         self.retry_after: int = settings.CONSOLE_SHED_RETRY_AFTER_SECONDS
-        self.in_flight = 0
-        self._lock = threading.Lock()
-        IN_FLIGHT_LIMIT.set(self.limit)
+        self.people = Lane(PEOPLE, limit=settings.CONSOLE_MAX_IN_FLIGHT, gauge=IN_FLIGHT)
+        self.anonymous = Lane(
+            ANONYMOUS,
+            limit=settings.CONSOLE_ANONYMOUS_MAX_IN_FLIGHT,
+            per_address=settings.CONSOLE_ANONYMOUS_MAX_IN_FLIGHT_PER_ADDRESS,
+            gauge=ANONYMOUS_IN_FLIGHT,
+        )
+        IN_FLIGHT_LIMIT.set(self.people.limit)
+        ANONYMOUS_IN_FLIGHT_LIMIT.set(self.anonymous.limit)
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> Any:
         if iscoroutinefunction(self):
             return self.__acall__(request)
-        if not self._counted(request):
+        lane = self._lane(request)
+        if lane is None:
             return self.get_response(request)
-        if not self._enter():
-            return self._shed(request)
+        address = client_address(request)
+        if (refused := lane.enter(address)) is not None:
+            return self._shed(request, lane, refused, address)
         try:
             return self.get_response(request)
         finally:
-            self._leave()
+            lane.leave(address)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        if not self._counted(request):
+        lane = self._lane(request)
+        if lane is None:
             return await self.get_response(request)  # type: ignore[no-any-return]
-        if not self._enter():
-            return self._shed(request)
+        address = client_address(request)
+        if (refused := lane.enter(address)) is not None:
+            return self._shed(request, lane, refused, address)
         try:
             return await self.get_response(request)  # type: ignore[no-any-return]
         finally:
-            self._leave()
+            lane.leave(address)
 
-    def _counted(self, request: HttpRequest) -> bool:
-        return (
-            self.limit > 0
-            and not request.path.startswith(UNBOUNDED_PATHS)
-            and own_error_page(request) is None
-        )
+    def _lane(self, request: HttpRequest) -> Lane | None:
+        """The lane the request waits in; ``None`` for what is never shed."""
+        if request.path.startswith(UNBOUNDED_PATHS) or own_error_page(request) is not None:
+            return None
+        lane = self.people if carries_pass(request) else self.anonymous
+        return lane if lane.limit or lane.per_address else None
 
-    def _enter(self) -> bool:
-        with self._lock:
-            if self.in_flight >= self.limit:
-                return False
-            self.in_flight += 1
-            IN_FLIGHT.set(self.in_flight)
-            return True
-
-    def _leave(self) -> None:
-        with self._lock:
-            self.in_flight -= 1
-            IN_FLIGHT.set(self.in_flight)
-
-    def _shed(self, request: HttpRequest) -> HttpResponse:
+    def _shed(self, request: HttpRequest, lane: Lane, reason: str, address: str) -> HttpResponse:
         """The busy page, in the person's language (from their cookie or browser: nothing is
         read from the database), rendered without the request's context processors."""
-        SHED.inc()
-        logger.warning("shed", extra={"in_flight": self.in_flight, "limit": self.limit})
+        extra: dict[str, Any] = {"lane": lane.name, "in_flight": lane.in_flight}
+        extra["limit"] = lane.limit
+        if lane is self.people:
+            SHED.inc()
+        else:
+            # Which address took its share (or found the lane full): what an operator blocks.
+            ANONYMOUS_SHED.labels(reason=reason).inc()
+            extra |= {"reason": reason, "address": address}
+        logger.warning("shed", extra=extra)
         with translation.override(translation.get_language_from_request(request)):
             response = fault_page(request, 503, busy=True, retry_after=self.retry_after)
         response["Retry-After"] = str(self.retry_after)

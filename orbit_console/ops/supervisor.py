@@ -9,7 +9,9 @@ SIGTERM, and SIGKILL if they are still there after ``stop_timeout`` seconds.
 Each child runs in a process group of its own: Ctrl-C in a terminal signals the foreground
 group, which is then the supervisor alone, so the children are stopped by it, in order, rather
 than each printing its own KeyboardInterrupt traceback (issue 30). A second Ctrl-C while they
-stop changes nothing.
+stop changes nothing. So that they do not outlive a supervisor that is killed outright, each
+child holds a lifeline to it (``ops/lifeline.py``): when the supervisor ends, however it ends,
+its children stop within ``stop_timeout`` seconds (issue 41).
 """
 
 import logging
@@ -21,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+
+from orbit_console.ops.lifeline import Lifeline
 
 logger = logging.getLogger("orbit.supervisor")
 
@@ -61,6 +65,7 @@ class Supervisor:
         self.stop_timeout = stop_timeout
         self.poll_seconds = poll_seconds
         self._stopping = False
+        self._lifeline = Lifeline(grace=stop_timeout)
 
     def run(self) -> None:
         """Run until SIGTERM or SIGINT, then stop every child."""
@@ -78,6 +83,7 @@ class Supervisor:
             pass
         finally:
             self.stop()
+            self._lifeline.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
@@ -91,9 +97,9 @@ class Supervisor:
         # Fixed argument lists built by our own commands: nothing untrusted.
         child.process = subprocess.Popen(  # noqa: S603
             list(child.argv),
-            env=self.env,
+            env={**self.env, **self._lifeline.env},
             cwd=self.cwd,
-            pass_fds=child.pass_fds,
+            pass_fds=(*child.pass_fds, self._lifeline.fd),
             process_group=0,
         )
         child.started_at = time.monotonic()

@@ -7,9 +7,17 @@ configured algorithm, its ``iss`` is the issuer, its ``aud`` this client, its ``
 back-channel logout event, it names a session (``sid``) or a person (``sub``), it carries no
 ``nonce``, and its ``jti`` was never accepted before. It ends the console sessions of that
 provider session, or every company session of that person, and their open sockets at once.
+
+The endpoint is anonymous and costs its caller nothing to call (issue 40), so everything a
+token says is checked before its signature, and its signature before anything is written: a
+token that is not a compact JWS of reasonable size, or whose header or claims would be refused
+anyway, is refused before any key is looked up; the keys come from ``keys.py`` (kept, fetched
+off the request path at a bounded rate); the database is written only for a token whose
+signature holds.
 """
 
 import logging
+import re
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -24,53 +32,74 @@ from django.utils import timezone
 from orbit_console.lib.secretbox import unseal
 from orbit_console.ops.sessions import sessions_of_user
 from orbit_console.ops.sockets import end_sessions
-from orbit_console.signin import provider
+from orbit_console.signin import keys, provider
 from orbit_console.signin.models import LogoutTokenSeen, OidcIdentity, OidcSession
 
 log = logging.getLogger(__name__)
 
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
+# A logout token is a few hundred bytes; providers' are under 2 KiB.
+MAX_LOGOUT_TOKEN_CHARS = 8192
+_COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
 class LogoutTokenRefused(Exception):
     """Why a logout token is refused (said to the provider, never with the token)."""
 
 
-def _signing_key(token: str) -> Any:
-    header = jwt.get_unverified_header(token)
-    if header.get("alg") != settings.OIDC_RP_SIGN_ALGO:
-        raise LogoutTokenRefused("signed with another algorithm")
-    keys = provider.fetch_json(provider.endpoint("jwks_uri")).get("keys", [])
-    for key in keys if isinstance(keys, list) else []:
-        if not isinstance(key, dict) or key.get("use", "sig") != "sig":
-            continue
-        if header.get("kid") is not None and key.get("kid") != header.get("kid"):
-            continue
-        if "alg" in key and key["alg"] != header.get("alg"):
-            continue
-        return jwt.PyJWK(key)
-    raise LogoutTokenRefused("no key of the provider's JWKS signed it")
-
-
-def verify_logout_token(token: str) -> dict[str, Any]:
+def _decoded(token: str, key: jwt.PyJWK | None) -> dict[str, Any]:
+    """The token's claims with the checks PyJWT makes (issuer, audience, times, required
+    claims); its signature too when ``key`` is given."""
     try:
-        key = _signing_key(token)
         claims: dict[str, Any] = jwt.decode(
             token,
-            key,
+            key if key is not None else "",
             algorithms=[settings.OIDC_RP_SIGN_ALGO],
             audience=settings.OIDC_RP_CLIENT_ID,
-            issuer=settings.OIDC_ISSUER,
+            issuer=provider.issuer(),
             leeway=60,
-            options={"require": ["iss", "aud", "iat", "jti"]},
+            options={
+                "verify_signature": key is not None,
+                "verify_exp": True,
+                "verify_nbf": True,
+                "verify_iat": True,
+                "verify_aud": True,
+                "verify_iss": True,
+                "require": ["iss", "aud", "iat", "jti"],
+            },
         )
     except jwt.PyJWTError as bad:
         raise LogoutTokenRefused(type(bad).__name__) from None
-    except provider.ProviderUnavailable:
-        raise LogoutTokenRefused("the provider's keys could not be read") from None
-    age = timezone.now().timestamp() - float(claims["iat"])
-    if age > settings.OIDC_LOGOUT_TOKEN_MAX_AGE or age < -60:
+    return claims
+
+
+def _readable(token: str) -> tuple[str | None, dict[str, Any]]:
+    """Everything that can be checked without the provider's keys: the key id the header
+    names, and the claims, each as they must be."""
+    if len(token) > MAX_LOGOUT_TOKEN_CHARS or not _COMPACT_JWS.fullmatch(token):
+        raise LogoutTokenRefused("not a signed JWT")
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError:
+        raise LogoutTokenRefused("its header cannot be read") from None
+    if header.get("alg") != settings.OIDC_RP_SIGN_ALGO:
+        raise LogoutTokenRefused("signed with another algorithm")
+    kid = header.get("kid")
+    if kid is not None and not isinstance(kid, str):
+        raise LogoutTokenRefused("its key id is not a string")
+    claims = _decoded(token, None)
+    iat = claims["iat"]
+    if not isinstance(iat, int | float) or isinstance(iat, bool):
+        raise LogoutTokenRefused("its iat is not a time")
+    now = timezone.now().timestamp()  # compared, never subtracted: iat may be -10**400
+    if not now - settings.OIDC_LOGOUT_TOKEN_MAX_AGE <= iat <= now + 60:
         raise LogoutTokenRefused("issued too long ago, or in the future")
+    jti = claims["jti"]
+    # What the console keeps of it (LogoutTokenSeen.jti), and ids it looks sessions up by.
+    if not isinstance(jti, str) or not 0 < len(jti) <= 255:
+        raise LogoutTokenRefused("its jti is not an id")
+    if any(not isinstance(claims.get(name, ""), str) for name in ("sid", "sub")):
+        raise LogoutTokenRefused("its sid or sub is not a string")
     events = claims.get("events")
     if not isinstance(events, dict) or not isinstance(events.get(BACKCHANNEL_EVENT), dict):
         raise LogoutTokenRefused("no back-channel logout event")
@@ -78,14 +107,26 @@ def verify_logout_token(token: str) -> dict[str, Any]:
         raise LogoutTokenRefused("a logout token carries no nonce")
     if not claims.get("sid") and not claims.get("sub"):
         raise LogoutTokenRefused("names neither a session nor a person")
-    return claims
+    return kid, claims
+
+
+async def verify_logout_token(token: str) -> dict[str, Any]:
+    """The claims of ``token`` once every check holds, its signature last."""
+    kid, _ = _readable(token)
+    try:
+        key = await keys.of_issuer(provider.issuer()).key_for(kid, settings.OIDC_RP_SIGN_ALGO)
+    except keys.UnknownKey:
+        raise LogoutTokenRefused("no key of the provider's JWKS signed it") from None
+    except keys.KeysUnavailable:
+        raise LogoutTokenRefused("the provider's keys could not be read") from None
+    return _decoded(token, key)
 
 
 @transaction.atomic
-def backchannel_logout(token: str) -> int:
-    """Verify ``token`` and end what it names; how many console sessions ended."""
-    claims = verify_logout_token(token)
-    issuer = str(settings.OIDC_ISSUER)
+def backchannel_logout(*, claims: dict[str, Any]) -> int:
+    """End what a verified logout token's ``claims`` name, once per ``jti``; how many console
+    sessions ended."""
+    issuer = provider.issuer()
     now = timezone.now()
     LogoutTokenSeen.objects.filter(seen_at__lt=now - timedelta(days=1)).delete()
     try:
@@ -101,9 +142,9 @@ def backchannel_logout(token: str) -> int:
         sessions = sessions.filter(user=identity.user)
     if claims.get("sid"):
         sessions = sessions.filter(sid=str(claims["sid"]))
-    keys = list(sessions.values_list("session_key", flat=True))
-    OidcSession.objects.filter(session_key__in=keys).delete()
-    ended = end_sessions(keys)
+    keys_ended = list(sessions.values_list("session_key", flat=True))
+    OidcSession.objects.filter(session_key__in=keys_ended).delete()
+    ended = end_sessions(keys_ended)
     log.info("back-channel logout: %d session(s) ended", ended)
     return ended
 

@@ -33,6 +33,9 @@ def display_name() -> str:
 
 
 def fetch_json(url: str) -> dict[str, Any]:
+    """A GET of a JSON object, in ``OIDC_TIMEOUT`` for the whole exchange (an answer dripped a
+    byte at a time never trips a read timeout) and at most ``MAX_DOCUMENT_BYTES``."""
+    deadline = time.monotonic() + settings.OIDC_TIMEOUT
     try:
         with httpx.stream("GET", url, timeout=settings.OIDC_TIMEOUT) as answer:
             if answer.status_code != 200:
@@ -42,6 +45,8 @@ def fetch_json(url: str) -> dict[str, Any]:
                 body += chunk
                 if len(body) > MAX_DOCUMENT_BYTES:
                     raise ProviderUnavailable(f"{url} answered more than {MAX_DOCUMENT_BYTES} B")
+                if time.monotonic() > deadline:
+                    raise ProviderUnavailable(f"{url} took longer than {settings.OIDC_TIMEOUT} s")
     except httpx.HTTPError as failed:
         raise ProviderUnavailable(f"{url}: {type(failed).__name__}") from None
     try:

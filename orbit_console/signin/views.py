@@ -6,6 +6,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import logout
@@ -36,7 +37,12 @@ from orbit_console.people.accounts import (
 from orbit_console.people.models import Account
 from orbit_console.signin import confirmations, flows, provider, refusals, session
 from orbit_console.signin.backends import HELD, MISCONFIGURED, REFUSED
-from orbit_console.signin.logout import LogoutTokenRefused, backchannel_logout, person_sessions_end
+from orbit_console.signin.logout import (
+    LogoutTokenRefused,
+    backchannel_logout,
+    person_sessions_end,
+    verify_logout_token,
+)
 from orbit_console.signin.models import HeldSignin, OidcIdentity
 from orbit_console.signin.services import held_signin_decide
 from orbit_console.signin.stepup import is_company_session, record_authentication, step_up_refusal
@@ -177,17 +183,20 @@ class OidcCallback(OIDCAuthenticationCallbackView):
 @csrf_exempt
 @never_cache
 @require_POST
-def backchannel_logout_view(request: HttpRequest) -> HttpResponse:
+async def backchannel_logout_view(request: HttpRequest) -> HttpResponse:
     """``POST /signin/oidc/backchannel-logout`` (OpenID Connect Back-Channel Logout 1.0): the
     provider, server to server, with a signed ``logout_token``. 200 when accepted; 400 with
-    the reason (never the token) when refused."""
+    the reason (never the token) when refused. Asynchronous: the token is checked, and the
+    provider's keys awaited when they must be fetched, without holding a thread; only a token
+    whose signature holds reaches the database (``signin/logout.py``)."""
     if not provider.enabled():
         return JsonResponse({"error": "invalid_request"}, status=404)
     token = request.POST.get("logout_token", "")
     if not token:
         return JsonResponse({"error": "invalid_request"}, status=400)
     try:
-        backchannel_logout(token)
+        claims = await verify_logout_token(token)
+        await sync_to_async(backchannel_logout)(claims=claims)
     except LogoutTokenRefused as refused:
         log.warning("back-channel logout token refused: %s", refused)
         answer = {"error": "invalid_request", "error_description": str(refused)}

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -228,6 +229,61 @@ def test_records_removed_from_the_end_of_a_task_chain_are_named(
     ]
 
 
+def test_a_removal_signed_by_a_later_checkpoint_is_still_named(
+    folder: Path, world: dict[str, Any]
+) -> None:
+    """Issue 39: someone with database rights but no key removes a task's newest record and
+    inserts a mark for its chain (the runtime user may); the checkpoint job, which signs the
+    head a marked chain has, then signs the lower one. Before, verify held each chain to its
+    newest signed head only, and passed; every head a checkpoint in effect signed holds."""
+    task_id = world["tasks"]["needs_review"]
+    head = newest_record(task_id)
+    signed_now()
+    with restored(OperationAudit, [head]), append_only_lifted(AUDIT_TABLE):
+        OperationAudit.objects.filter(id=head.id).delete()
+        chains.moved("ledger", task_id)
+        lower = signed_now()
+        found = problems()
+    assert [(h.chain, h.seq) for h in lower.heads["ledger"]] == [(task_id, head.seq - 1)]
+    assert found == [
+        f"ledger audit of task {task_id}: checkpoint 1 signed it at seq {head.seq}, but it "
+        f"ends at seq {head.seq - 1}; records at its end were removed"
+    ]
+
+
+def test_a_checkpoint_signs_the_heads_of_one_moment(
+    folder: Path, submission: Submission, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39: a checkpoint reads the marks and the heads in one snapshot. An entry
+    committed while it reads is not signed, and stays marked for the next one; read query
+    after query, its head was signed though its mark was not read. Declared restores rely on
+    it: what a checkpoint did not sign was written after it (``audit/rewinds.py``)."""
+    before = more_events(submission, 1)[0]
+    written: list[ConsoleEvent] = []
+    moved_heads = checkpoints._moved_heads
+
+    def meanwhile(*args: Any, **kwargs: Any) -> dict[str, list[Head]]:
+        def write() -> None:
+            try:
+                written.extend(more_events(submission, 1))
+            finally:
+                connection.close()  # this thread's own
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join()
+        return moved_heads(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "_moved_heads", meanwhile)
+    first = signed_now()
+    monkeypatch.undo()
+    assert len(written) == 1
+    assert first.heads["console"] == [Head(CONSOLE_CHAIN, before.seq, before.entry_hash)]
+    assert MovedChain.objects.filter(family="console").exists()
+    second = signed_now()
+    assert second.heads["console"] == [Head(CONSOLE_CHAIN, written[0].seq, written[0].entry_hash)]
+
+
 def test_a_console_head_moved_back_with_its_entries_is_named(
     folder: Path, submission: Submission
 ) -> None:
@@ -251,7 +307,9 @@ def test_a_console_head_moved_back_with_its_entries_is_named(
 
 def test_a_chain_relinked_with_the_audit_key_is_named(folder: Path, world: dict[str, Any]) -> None:
     """Someone who holds the audit key changes a reason and links the rest of the chain anew:
-    every link verifies, but the head no longer is the one that was signed."""
+    every link verifies, but the head no longer is the one that was signed. Marked (the
+    runtime user may insert a mark), the re-linked head is signed by the next checkpoint: the
+    first one still holds (issue 39; before, only the newest signed head was checked)."""
     task_id = world["tasks"]["needs_review_2"]
     chain = list(OperationAudit.objects.filter(task_id=task_id).order_by("seq"))
     originals = [OperationAudit.objects.get(id=record.id) for record in chain]
@@ -266,6 +324,10 @@ def test_a_chain_relinked_with_the_audit_key_is_named(folder: Path, world: dict[
                 record.save(update_fields=["reason", "prev_hash", "entry_hash"])
             assert whole()
             found = problems()
+            chains.moved("ledger", task_id)
+            relinked = signed_now()
+            assert relinked.heads["ledger"] == [Head(task_id, chain[-1].seq, chain[-1].entry_hash)]
+            assert problems() == found
     finally:
         with append_only_lifted(AUDIT_TABLE):
             for original in originals:

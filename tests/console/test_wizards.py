@@ -18,7 +18,9 @@ from django.contrib.auth.models import Group, User
 from django.core import signing
 
 from orbit_console.decisions.models import Submission
+from orbit_console.insight.models import DecisionFact
 from orbit_console.ledger.models import IdempotencyRecord, OperationAudit
+from orbit_console.ledger.models import Task as LedgerTask
 from orbit_console.lib import strictjson
 from orbit_console.people.models import OrbitCredential
 from tests.console.web import (
@@ -94,7 +96,7 @@ def test_review_wizard_starts_at_verify_with_a_signed_pin(
     pinned = signing.loads(pin, salt=PIN_SALT)
     # Action, task, the revision shown, the frozen attempt timeout, the task's queue and
     # namespace (which go with the decision into the console's records).
-    assert pinned == [
+    assert pinned[:7] == [
         "review",
         task_id,
         "3",
@@ -103,6 +105,10 @@ def test_review_wizard_starts_at_verify_with_a_signed_pin(
         world["namespace_id"],
         "object.prepare",  # the handler, for the approvals queue
     ]
+    # What the decision is made on (issue 43): when the wizard was opened, the last attempt's
+    # error code, since when the task has waited (RFC 3339, UTC).
+    opened, code, since = pinned[7:]
+    assert code == "connection reset" and opened.endswith("Z") and since < opened
     assert "Pinned revision 3" in text_of(page.text)
     assert {"checked_history", "checked_late_evidence", "checked_external", "checked_lease"} <= set(
         form.names
@@ -248,6 +254,34 @@ def test_back_keeps_what_was_typed(operator: Console, world: dict[str, Any]) -> 
     form = form_with(back.text, "pin")
     for name, value in typed:
         assert form.value(name) == value, name
+
+
+def test_a_decision_keeps_when_its_wizard_was_opened_and_what_it_was_made_on(
+    operator: Console, world: dict[str, Any]
+) -> None:
+    """Issue 43: the deciding clock starts when the wizard is opened (the waiting clock ends
+    there), signed into the pin with the task's last error code and since when it waited, and
+    all of it goes with the decision into the console's record and insight's fact."""
+    task_id = world["tasks"]["needs_review"]
+    path = f"/tasks/{task_id}/review"
+    parked_at = LedgerTask.objects.get(id=task_id).updated_at
+    before = datetime.now(UTC)
+    page = operator.get(path)
+    opened_by = datetime.now(UTC)
+    page = wizard_post(operator, path, page.text, REVIEW_CHECKS)
+    page = wizard_post(operator, path, page.text, review_values())
+    submission_id = submission_id_of(wizard_submit(operator, task_id, "review", page.text))
+
+    submission = Submission.objects.get(id=submission_id)
+    assert submission.started_at is not None and before <= submission.started_at <= opened_by
+    assert (submission.handler, submission.last_error_code) == (
+        "object.prepare",
+        "connection reset",
+    )
+    assert submission.waiting_since == parked_at
+    fact = DecisionFact.objects.get(id=submission_id)
+    assert (fact.started_at, fact.error_code) == (submission.started_at, "connection reset")
+    assert fact.outcome == "failed"
 
 
 # --- Review: confirm and submit -----------------------------------------------------------------

@@ -15,8 +15,7 @@ import asyncio
 import contextlib
 import io
 import itertools
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -29,13 +28,13 @@ from django.utils import timezone
 from prometheus_client import Counter
 
 from orbit_console.decisions.models import FollowUp, Submission
-from orbit_console.feed.consumer import FIRST_PAUSE, HEALTHY_SECONDS, LONGEST_PAUSE, Backoff, Feed
+from orbit_console.feed.consumer import FIRST_PAUSE, HEALTHY_SECONDS, LONGEST_PAUSE, Backoff
 from orbit_console.feed.metrics import EVENTS_SET_ASIDE
-from orbit_console.feed.models import InboxEvent, Leadership, SetAsideEvent, Source
+from orbit_console.feed.models import InboxEvent, SetAsideEvent, Source
 from orbit_console.feed.sources import live_namespaces
 from orbit_console.lib.ids import new_id
 from orbit_console.lib.live import OPERATION_MESSAGE, task_group
-from orbit_console.lib.secretbox import seal
+from tests.support.feeding import consumed, feeding, until
 from tests.support.hostile import (
     Answer,
     HostileOrbit,
@@ -58,48 +57,7 @@ def hostile() -> Iterator[HostileOrbit]:
 
 @pytest.fixture
 def source(settings: Any, hostile: HostileOrbit, live_db: None) -> Iterator[Source]:
-    """The console consumes the hostile Orbit's stream, as an external Orbit's
-    (``ORBIT_API_URL``), with a short lease; no other source is consumed."""
-    settings.ORBIT_API_URL = hostile.url
-    settings.ORBIT_API_EMBEDDED = False
-    settings.CONSOLE_FEED_LEASE_SECONDS = 1
-    settings.ORBIT_API_TIMEOUT = 5.0
-    settings.ORBIT_API_MAX_ANSWER_BYTES = 64 * 1024
-    Source.objects.all().delete()
-    Leadership.objects.all().delete()
-    consumed = Source.objects.create(
-        namespace_id=new_id(),
-        subscription_id=hostile.subscription_id,
-        token_ciphertext=seal("hostile-token"),
-        label="hostile",
-        created_at=timezone.now(),
-    )
-    yield consumed
-    Source.objects.filter(id=consumed.id).delete()
-    Leadership.objects.all().delete()
-
-
-@contextlib.asynccontextmanager
-async def feeding() -> AsyncIterator[Feed]:
-    """The feed of this process (the candidate that takes the lease), until the block ends."""
-    stop = asyncio.Event()
-    feed = Feed(stop)
-    running = asyncio.create_task(feed.run())
-    try:
-        yield feed
-    finally:
-        stop.set()
-        await asyncio.wait_for(running, WAIT)
-
-
-async def until[T](read: Callable[[], T], check: Callable[[T], bool], what: str) -> T:
-    deadline = time.monotonic() + WAIT
-    while True:
-        value = await sync_to_async(read)()
-        if check(value):
-            return value
-        assert time.monotonic() < deadline, f"{what}: still {value!r}"
-        await asyncio.sleep(0.1)
+    yield from consumed(settings, hostile)
 
 
 def live(source: Source) -> bool:

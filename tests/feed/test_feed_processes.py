@@ -243,8 +243,9 @@ def test_a_consumer_killed_before_its_ack_is_applied_once_I3(
     assert backlog >= 1  # owed still: the ACK never went out
 
     Leadership.objects.all().delete()  # the dead process's lease: as if it had run out
+    health = free_port()  # as orbit-feed runs it (deploy/kubernetes/base/feed.yaml)
     again = subprocess.Popen(
-        [sys.executable, "manage.py", "feed", "run"],
+        [sys.executable, "manage.py", "feed", "run", "--health-port", str(health)],
         cwd=settings.BASE_DIR,
         env=env,
         stdout=log,
@@ -254,6 +255,12 @@ def test_a_consumer_killed_before_its_ack_is_applied_once_I3(
         eventually(
             lambda: subscription_backlog(world, feed_source), until=lambda n: n == 0, what="backlog"
         )
+        # Its health port answers the kubelet's probes: ready once a round read the lease.
+        live = httpx.get(f"http://127.0.0.1:{health}/health/live", timeout=10)
+        assert live.json() == {"status": "live", "loop": "feed"}
+        ready = httpx.get(f"http://127.0.0.1:{health}/health/ready", timeout=10)
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "ready" and ready.json()["last_success"]
     finally:
         again.send_signal(signal.SIGTERM)
         again.wait(timeout=WAIT)

@@ -158,3 +158,63 @@ def test_a_socket_opened_with_a_session_of_the_old_secret_key_is_not_signed_out(
 
     assert asyncio.run(scenario()), "the socket was closed"
     assert Session.objects.filter(session_key=cookie).exists(), "the session was flushed"
+
+
+def test_an_old_audit_key_is_kept_on_purpose_and_asks_nothing(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key that linked the records, once a new one links: needed for ever (records are
+    never re-linked), and nothing for its operator to do."""
+    from orbit_console.lib import auditkeys
+
+    linked = auditkeys.current_key_id()
+    monkeypatch.setattr(auditkeys, "key_ids", lambda: ["0" * 16, linked])
+    old = next(use for use in usage.audit_keys() if use.key_id == linked)
+    assert old.role == "old"
+    assert old.needed and not old.retirable
+    assert old.action == ""
+
+
+@pytest.mark.parametrize(
+    ("report", "code", "last_line"),
+    [
+        (
+            [
+                usage.KeyUse("ORBIT_AUDIT_KEYS", "b" * 16, "current"),
+                usage.KeyUse("ORBIT_AUDIT_KEYS", "a" * 16, "old", {"API audit records": 3}),
+                usage.KeyUse(
+                    "SECRET_KEY / SECRET_KEY_FALLBACKS", "c" * 16, "old", {"live sessions": 2}
+                ),
+            ],
+            0,
+            "nothing to do now; old keys kept: 2",
+        ),
+        (
+            [
+                usage.KeyUse("ORBIT_AUDIT_KEYS", "a" * 16, "old", {"API audit records": 3}),
+                usage.KeyUse("ORBIT_TOKEN_KEYS", "d" * 16, "old", {}, action=usage.REMOVE),
+            ],
+            1,
+            f"to do now: 1 (remove {'d' * 16})",
+        ),
+    ],
+    ids=["only-kept-on-purpose", "one-to-remove"],
+)
+def test_retire_checks_exit_status_says_whether_something_is_to_be_done_now(
+    report: list[usage.KeyUse], code: int, last_line: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: it exited 1 while any old key was needed, and an old audit key is needed for
+    ever by design, so after the first rotation it exited 1 for ever and no script could use
+    it. Now 1 means "act now" (reseal, remove, put back, take a private key out); keys kept on
+    purpose, and an old SECRET_KEY whose sessions move on by themselves, ask nothing."""
+    from orbit_console.keys.management.commands import keys as command
+
+    monkeypatch.setattr(command, "retire_report", lambda: report)
+    out = io.StringIO()
+    exited = 0
+    try:
+        call_command("keys", "retire-check", stdout=out)
+    except SystemExit as exit_:
+        exited = int(exit_.code or 0)
+    assert exited == code
+    assert out.getvalue().strip().splitlines()[-1] == last_line

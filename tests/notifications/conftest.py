@@ -1,12 +1,17 @@
 """People and proposals for the notifications' tests: each test works in a namespace of its
 own on the shared test database (nothing is rolled back, ``live_db``)."""
 
+import email
 import json
 import secrets
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Callable, Iterator
+from email.message import Message
 from typing import Any
 
 import pytest
+from aiosmtpd.controller import Controller
 from django.contrib.auth.models import Group, User
 
 from orbit_console.decisions.models import Proposal
@@ -64,3 +69,43 @@ def receiver() -> Iterator[Receiver]:
     found = Receiver(secrets=[]).start()
     yield found
     found.stop()
+
+
+def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+class Inbox:
+    """What a real SMTP server (aiosmtpd) received, and when."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.received_at: list[float] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages.append(email.message_from_bytes(envelope.content))
+        self.received_at.append(time.time())
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp(settings: Any) -> Iterator[Inbox]:
+    inbox = Inbox()
+    with socket.socket() as probe:  # a free port: aiosmtpd checks its own by connecting to it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    settings.MAILERS = {
+        "default": {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {"host": "127.0.0.1", "port": controller.port, "timeout": 5},
+        }
+    }
+    yield inbox
+    controller.stop()

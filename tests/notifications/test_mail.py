@@ -1,45 +1,12 @@
 """Email through a real SMTP server (aiosmtpd, issue 32): each person in their language, and
 not for the kinds they turned off."""
 
-import email
-import socket
-from collections.abc import Iterator
 from email.message import Message
 from typing import Any
 
-import pytest
-from aiosmtpd.controller import Controller
-
 from orbit_console.notifications import mail
 from orbit_console.notifications.models import Preference, Recipient
-from tests.notifications.conftest import person, propose
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append(email.message_from_bytes(envelope.content))
-        return "250 OK"
-
-
-@pytest.fixture
-def smtp(settings: Any) -> Iterator[Inbox]:
-    inbox = Inbox()
-    with socket.socket() as probe:  # a free port: aiosmtpd checks its own by connecting to it
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    settings.MAILERS = {
-        "default": {
-            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-            "OPTIONS": {"host": "127.0.0.1", "port": controller.port, "timeout": 5},
-        }
-    }
-    yield inbox
-    controller.stop()
+from tests.notifications.conftest import Inbox, person, propose
 
 
 def body_of(message: Message) -> str:

@@ -3,6 +3,7 @@
 
 from typing import Any
 
+import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -98,3 +99,46 @@ def test_administrators_see_the_delivery_log_and_replay(namespace: str, settings
     assert message.id in log.content.decode() and "failed" in log.content.decode()
     client_of(admin).post(f"/notifications/deliveries/{message.id}/replay")
     assert WebhookMessage.objects.get(id=message.id).state == "pending"
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "9" * 20, "abc", "-1", "0", "1.5", ""])
+def test_marking_read_with_a_value_that_is_no_notification_changes_nothing(
+    namespace: str, value: str
+) -> None:
+    """Bad input gets a clear refusal and changes nothing: 5 000 digits answered 500, and a
+    value that was not digits marked every notification read."""
+    supervisor = person(namespace, "supervisor")
+    propose(person(namespace, "operator"), namespace)
+
+    answer = client_of(supervisor).post("/notifications/read", {"recipient": value})
+
+    assert answer.status_code == 400
+    assert unread_count(supervisor.pk) == 1
+
+
+def test_marking_one_read_leaves_the_others_and_another_persons_alone(namespace: str) -> None:
+    supervisor = person(namespace, "supervisor")
+    other = person(namespace, "supervisor")
+    author = person(namespace, "operator")
+    propose(author, namespace)
+    propose(author, namespace)
+    mine = Recipient.objects.filter(user=supervisor).order_by("id").first()
+    theirs = Recipient.objects.filter(user=other).order_by("id").first()
+    assert mine is not None and theirs is not None
+
+    answer = client_of(supervisor).post(
+        "/notifications/read", {"recipient": [str(mine.id), str(theirs.id)]}
+    )
+
+    assert answer.status_code == 302
+    assert (unread_count(supervisor.pk), unread_count(other.pk)) == (1, 2)
+
+
+def test_replaying_an_unknown_message_is_not_found(namespace: str) -> None:
+    admin = person(namespace)
+    admin.is_staff = True
+    admin.save()
+
+    answer = client_of(admin).post("/notifications/deliveries/msg_nothing/replay")
+
+    assert answer.status_code == 404

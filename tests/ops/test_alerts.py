@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -111,14 +112,28 @@ def test_every_alert_fires_on_its_series_and_stays_quiet_otherwise() -> None:
     assert names - quiet == set(), "never shown quiet"
 
 
+def runbook_base() -> str:
+    """Where the rules' runbook links start: the base's RUNBOOK_URL setting (deploy/kubernetes),
+    which an installation sets to where its copy of docs/runbooks.md is served."""
+    base = yaml.safe_load(
+        (BASE / "deploy" / "kubernetes" / "base" / "kustomization.yaml").read_text()
+    )
+    [monitoring] = [g for g in base["configMapGenerator"] if g["name"] == "orbit-monitoring"]
+    return dict(literal.split("=", 1) for literal in monitoring["literals"])["RUNBOOK_URL"]
+
+
 def test_every_alert_has_a_severity_a_summary_and_a_runbook_section() -> None:
+    """Each runbook link is a full URL (a relative one opens nowhere from an alert's
+    notification, issue 41): the configurable base, then the section of docs/runbooks.md."""
     sections = runbook_sections()
+    base = urlsplit(runbook_base())
+    assert base.scheme == "https" and base.netloc and base.path.endswith("/runbooks.md")
     for rule in alert_rules():
         name = rule["alert"]
         assert rule["labels"]["severity"] in ("warning", "critical"), name
         assert rule["annotations"]["summary"].strip(), name
-        path, _, anchor = rule["annotations"]["runbook_url"].partition("#")
-        assert path == "docs/runbooks.md", name
+        link, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+        assert link == runbook_base(), name
         assert anchor == github_anchor(name), name
         section = sections[anchor]
         for part in ("**What it means.**", "**What to look at.**", "**What to do.**"):

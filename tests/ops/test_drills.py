@@ -6,13 +6,19 @@ with the new keys and the other still signs with the old ones (both accepting bo
 signed in on one walks a wizard on the other, confirms on the first and opens pages on both:
 never sent to sign in, the decision applied once; then ``keys reseal`` leaves the old token key
 needed by nothing. The full drill restarts two replicas, the reconciler and the API three times
-under load: ``bench/drills/rotation.py``."""
+under load: ``bench/drills/rotation.py``.
+
+Every drill's run names what it makes on shared servers after itself (issue 41)."""
 
 import io
 import json
+import re
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import redirect_stdout, suppress
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,3 +103,44 @@ def test_mid_rotation_two_replicas_with_different_keys_keep_people_signed_in_and
     report = json.loads(out.getvalue())
     old = next(k for k in report["keys"] if k["key_id"] == secretbox.key_id(old_token_key))
     assert old["retirable"], old
+
+
+NAMES_OF_A_RUN = """
+import json, sys
+sys.path[:0] = ["bench/drills", "bench"]
+import common
+from bench import faults
+url = "mysql://root@127.0.0.1:3306/orbit_kube_drill_backup"
+print(json.dumps([
+    common.run_database_url(url), common.run_database_url(url, "restored"),
+    faults.RIG_USER, common.os.environ["REDIS_CHANNEL_PREFIX"], str(common.run_dir("backup")),
+]))
+"""
+
+
+def test_two_runs_of_a_drill_name_what_they_make_on_shared_servers_apart() -> None:
+    """Issue 41: every drill used fixed database and user names (``drill_backup``,
+    ``orbit_faults``), so two drills on one MariaDB dropped each other's database and user.
+    Each run now names its databases, its database user, its channel layer's keys and its
+    files after itself."""
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", NAMES_OF_A_RUN],
+            cwd=django_settings.BASE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        runs.append(json.loads(done.stdout))
+    for first, second in zip(*runs, strict=True):
+        assert first != second
+    live, restored, user, prefix, folder = runs[0]
+    name = live.rsplit("/", 1)[1]
+    assert re.fullmatch(r"orbit_kube_drill_backup_[0-9a-f]{8}", name)
+    assert restored.endswith(f"/{name}_restored")
+    assert len(user) <= 32  # MySQL's longest user name
+    assert prefix.startswith("drill-")
+    for made in (folder, runs[1][4]):
+        Path(made).rmdir()

@@ -3,9 +3,11 @@ and the channel layer; ``check --deploy`` is clean with the production environme
 to start without its secrets; the compose file is valid; the image runs as a non-root user on
 locked dependencies."""
 
+import base64
 import os
 import re
 import secrets
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from cryptography.fernet import Fernet
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 from django.db import connection
 from websockets.exceptions import ConnectionClosed
@@ -38,6 +43,7 @@ COMPOSE_SECRETS = {
     "ORBIT_TOKEN_KEYS": "compose-check",
     "ORBIT_AUDIT_KEYS": "compose-check",
     "ORBIT_AUDIT_SIGNING_KEYS": "compose-check",
+    "ORBIT_AUDIT_VERIFY_KEYS": "compose-check",
     "MYSQL_PASSWORD": "compose-check",
     "MYSQL_MIGRATE_PASSWORD": "compose-check",
     "MYSQL_ROOT_PASSWORD": "compose-check",
@@ -306,6 +312,12 @@ def not_ready_checks(server: DaphneServer) -> dict[str, str]:
 # --- Deploy checks ------------------------------------------------------------------------------
 
 
+def a_public_key() -> str:
+    """An Ed25519 public key as ``ORBIT_AUDIT_VERIFY_KEYS`` takes it."""
+    raw = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def production_env(**overrides: str | None) -> dict[str, str]:
     env: dict[str, str | None] = {
         **os.environ,
@@ -313,6 +325,8 @@ def production_env(**overrides: str | None) -> dict[str, str]:
         "SECRET_KEY": Fernet.generate_key().decode() + Fernet.generate_key().decode(),
         "ORBIT_TOKEN_KEYS": Fernet.generate_key().decode(),
         "ORBIT_AUDIT_KEYS": secrets.token_urlsafe(32),
+        "ORBIT_AUDIT_SIGNING_KEYS": None,
+        "ORBIT_AUDIT_VERIFY_KEYS": a_public_key(),
         "ALLOWED_HOSTS": "console.example.com",
         "CSRF_TRUSTED_ORIGINS": "https://console.example.com",
         "REDIS_URL": "redis://127.0.0.1:6379/0",
@@ -353,6 +367,7 @@ def test_check_deploy_is_clean_with_the_production_environment() -> None:
         ({"ORBIT_AUDIT_KEYS": "c2hvcnQ"}, "ORBIT_AUDIT_KEYS: each key needs 32 bytes"),
         ({"ORBIT_AUDIT_SIGNING_KEYS": "c2hvcnQ"}, "ORBIT_AUDIT_SIGNING_KEYS: each key is 32"),
         ({"ORBIT_AUDIT_VERIFY_KEYS": "dG9vIHNob3J0"}, "ORBIT_AUDIT_VERIFY_KEYS: each key is 32"),
+        ({"ORBIT_AUDIT_VERIFY_KEYS": ""}, "ORBIT_AUDIT_VERIFY_KEYS is required"),
         ({"DEBUG": "1"}, "DEBUG must be off"),
     ],
     ids=[
@@ -363,6 +378,7 @@ def test_check_deploy_is_clean_with_the_production_environment() -> None:
         "short-audit-key",
         "short-signing-key",
         "short-verify-key",
+        "no-verify-key",
         "debug-on",
     ],
 )
@@ -374,19 +390,31 @@ def test_check_deploy_fails_without_what_production_requires(
     assert message in done.stderr
 
 
-def test_production_settings_ask_for_what_check_deploy_checks() -> None:
-    """The settings a production process runs with, read in a process of its own."""
+def test_production_settings_ask_for_what_check_deploy_checks(tmp_path: Path) -> None:
+    """The settings a production process runs with, read in a process of its own: the image
+    build's, whose collectstatic step runs with ``ORBIT_ENV=production`` and stand-in keys.
+    Every setting production requires at start must be among those, or the build fails
+    (``ORBIT_AUDIT_VERIFY_KEYS`` became one, issue 41)."""
+    dockerfile = (BASE_DIR / "Dockerfile").read_text().replace("\\\n", " ")
+    step = re.search(
+        r"^RUN (ORBIT_ENV=production .*?) \S*python manage\.py collectstatic", dockerfile, re.M
+    )
+    assert step, "no collectstatic step"
+    env = dict(word.split("=", 1) for word in shlex.split(step.group(1)))
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'collectstatic.sqlite3'}"
     script = (
         "from django.conf import settings as s;"
         "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SESSION_COOKIE_HTTPONLY,"
         " s.SECURE_SSL_REDIRECT, s.SECURE_PROXY_SSL_HEADER, s.SECURE_HSTS_SECONDS > 0,"
-        " s.STORAGES['staticfiles']['BACKEND'].rsplit('.', 1)[1])"
+        " s.STORAGES['staticfiles']['BACKEND'].rsplit('.', 1)[1], s.SECURE_REDIRECT_EXEMPT)"
     )
-    done = servers.run_manage("shell", "--no-imports", "-c", script, env=production_env())
+    done = servers.run_manage(
+        "shell", "--no-imports", "-c", script, env={**servers.child_env(), **env}
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == (
         "False True True True True ('HTTP_X_FORWARDED_PROTO', 'https') True "
-        "CompressedManifestStaticFilesStorage"
+        "CompressedManifestStaticFilesStorage ['^health/', '^metrics$']"
     )
 
 
@@ -464,6 +492,20 @@ def test_docker_compose_config_is_valid() -> None:
     }
 
 
+def test_the_compose_file_runs_the_pinned_versions_the_kubernetes_base_runs() -> None:
+    """No floating tag (``mysql:8.4``, ``redis:7`` moved under an installation): the compose
+    file's servers are the full versions deploy/kubernetes pins (issue 41)."""
+    compose_file = yaml.safe_load((BASE_DIR / "docker-compose.yml").read_text())
+    images = {name: service.get("image", "") for name, service in compose_file["services"].items()}
+    kustomization = (BASE_DIR / "deploy" / "kubernetes" / "base" / "kustomization.yaml").read_text()
+    pinned = {entry["name"]: entry["newTag"] for entry in yaml.safe_load(kustomization)["images"]}
+    assert images["mysql"] == f"mysql:{pinned['mysql']}"
+    assert images["redis"] == f"redis:{pinned['redis']}"
+    for image in images.values():
+        if image and not image.startswith("orbit-console"):
+            assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+", image), image
+
+
 @pytest.mark.parametrize(
     "secret",
     [
@@ -471,6 +513,7 @@ def test_docker_compose_config_is_valid() -> None:
         "ORBIT_TOKEN_KEYS",
         "ORBIT_AUDIT_KEYS",
         "ORBIT_AUDIT_SIGNING_KEYS",
+        "ORBIT_AUDIT_VERIFY_KEYS",
         "MYSQL_PASSWORD",
         "MYSQL_MIGRATE_PASSWORD",
     ],

@@ -1,6 +1,7 @@
 """``manage.py serve`` (issue 12): one replica's whole serving shape on one address — workers
 (uvicorn, or daphne) on sockets of their own, a worker that dies started again, SIGTERM stops
-everything — and several workers only where they share a channel layer."""
+everything — and several workers only where they share a channel layer. Workers, and every
+supervised child, end with their supervisor however it ends (issue 41)."""
 
 import os
 import signal
@@ -30,6 +31,23 @@ def children_of(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return sorted(found)
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie nobody reaped yet has ended too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def ended_within(pids: list[int], seconds: float) -> float:
+    """Wait until every one of ``pids`` has ended; how long it took (fails after ``seconds``)."""
+    began = time.monotonic()
+    while not all(gone(pid) for pid in pids):
+        assert time.monotonic() - began < seconds, f"{pids} still running after {seconds} s"
+        time.sleep(0.05)
+    return time.monotonic() - began
 
 
 def workers_of(pid: int, count: int, timeout: float = 60) -> list[int]:
@@ -66,9 +84,15 @@ def serve(
             process.wait()
 
 
-def test_serve_answers_starts_a_dead_worker_again_and_stops_on_sigterm(
-    serve: tuple[str, subprocess.Popen[bytes], Path],
+def test_serve_answers_starts_a_dead_worker_again_and_stops_with_it(
+    serve: tuple[str, subprocess.Popen[bytes], Path], request: pytest.FixtureRequest
 ) -> None:
+    """A worker that dies is started again; ``serve`` stopped takes its worker with it. With
+    daphne, SIGTERM (what the supervisor does is the same for both servers; uvicorn's own
+    SIGTERM, with open WebSockets, is tests/ops/test_kubernetes.py's). With uvicorn, the image's
+    default, ``kill -9`` (issue 41): its worker, in a process group of its own, used to go on
+    answering on the port with nobody to stop it; its lifeline to the supervisor breaks with the
+    supervisor's death, it stops as on SIGTERM, and the port refuses connections."""
     base_url, process, output = serve
     wait_live(base_url, process)
     [worker] = workers_of(process.pid, 1)
@@ -82,11 +106,49 @@ def test_serve_answers_starts_a_dead_worker_again_and_stops_on_sigterm(
     # The console (not only the health check) answers through the new worker.
     assert httpx.get(f"{base_url}/signin", timeout=30).status_code == 200
 
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=30) == 0, output.read_text()
-    assert not any(Path(f"/proc/{pid}").exists() for pid in current)
+    if request.node.callspec.params["serve"] == "daphne":
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, output.read_text()
+        assert not any(Path(f"/proc/{pid}").exists() for pid in current)
+    else:
+        process.kill()
+        process.wait()
+        # SIGTERM's grace (5 s) is within the supervisor's stop timeout (10 s).
+        ended_within(current, 20)
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{base_url}/health/live", timeout=2)
+
+
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+    " print('up', flush=True); time.sleep(600)"
+)
+SUPERVISE_STUBBORN = (
+    "import sys; from orbit_console.ops.supervisor import Child, Supervisor;"
+    " shell = [sys.executable, 'manage.py', 'shell', '--no-imports', '-c', sys.argv[1]];"
+    " Supervisor([Child('loop', shell)], stop_timeout=1).run()"
+)
+
+
+def test_a_supervised_command_that_ignores_sigterm_ends_after_its_grace(live_db: None) -> None:
+    """Any ``manage.py`` child of a supervisor (the demo's loops, ``serve`` itself under the
+    demo) takes up its lifeline; one that does not stop on SIGTERM (a request or a round that
+    never returns) ends anyway, ``stop_timeout`` seconds after its supervisor was killed."""
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISE_STUBBORN, STUBBORN],
+        cwd=settings.BASE_DIR,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert supervisor.stdout is not None
+        assert supervisor.stdout.readline() == b"up\n"
+        [child] = children_of(supervisor.pid)
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    took = ended_within([child], 15)
+    assert took >= 0.5  # it ignored the SIGTERM and waited for its grace (1 s)
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="several workers share Redis")

@@ -1,6 +1,8 @@
 """A real webhook receiver for tests: an HTTP server on a thread of the test process that
 verifies every request with the ``standardwebhooks`` library (not our code) and keeps each
-``webhook-id`` once, as a receiver should. What it answers is set per test (``script``)."""
+``webhook-id`` once, as a receiver should. What it answers is set per test (``script``),
+awkward shapes included: late (``delay``), never (``hang``), or headers at once and then the
+body one byte at a time (``drip``)."""
 
 import json
 import threading
@@ -18,6 +20,11 @@ class Reply:
     status: int = 204
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    # Headers at once, then a body of ``drip_bytes`` bytes, one every ``drip`` seconds.
+    drip: float = 0.0
+    drip_bytes: int = 100
+    # Read the request, then answer nothing until the receiver stops.
+    hang: bool = False
 
 
 @dataclass
@@ -30,8 +37,11 @@ class Receiver:
     duplicates: list[str] = field(default_factory=list)
     bad_signatures: int = 0
     received_at: dict[str, float] = field(default_factory=dict)
+    # Requests whose answer the sender stopped reading (it closed the connection).
+    cut_off: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
+    stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
     def url(self) -> str:
@@ -51,6 +61,9 @@ class Receiver:
                     receiver.requests += 1
                     number = receiver.requests
                 reply = receiver.script(number)
+                if reply.hang:
+                    receiver.stopped.wait()
+                    return
                 if reply.delay:
                     time.sleep(reply.delay)
                 headers = dict(self.headers.items())
@@ -75,15 +88,26 @@ class Receiver:
                 self.send_response(status)
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
-                self.send_header("content-length", "0")
+                length = reply.drip_bytes if reply.drip else 0
+                self.send_header("content-length", str(length))
                 self.end_headers()
+                try:
+                    for _ in range(length):
+                        self.wfile.write(b".")
+                        self.wfile.flush()
+                        if receiver.stopped.wait(reply.drip):
+                            return
+                except OSError:
+                    with receiver.lock:
+                        receiver.cut_off += 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def stop(self) -> None:
+        self.stopped.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()

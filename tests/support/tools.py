@@ -1,5 +1,6 @@
 """Finding the system tools the deployment tests run: ``kubectl`` (its ``kustomize``),
-``promtool``, ``yamllint``, and ``mariadbd`` for the database switchover's pair.
+``promtool``, ``yamllint``, ``openssl`` (the walkthrough's keys), and ``mariadbd`` for the
+database switchover's pair.
 
 As with Chromium (``tests/support/chromium.py``): the README's ``uv run pytest`` must pass on a
 machine with Python and uv only, so off CI a missing tool skips the tests that need it, and the
@@ -21,6 +22,7 @@ HOW_TO_GET = {
     "(Debian: 'apt-get install kubernetes-client', where its version is recent enough)",
     "promtool": "install promtool (Debian: 'apt-get install prometheus')",
     "yamllint": "install yamllint (Debian: 'apt-get install yamllint')",
+    "openssl": "install openssl (Debian: 'apt-get install openssl')",
     "mariadbd": "install the MariaDB server, whose mariadbd and mariadb-install-db make a "
     "primary and its replica (Debian: 'apt-get install mariadb-server')",
 }

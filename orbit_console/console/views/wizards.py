@@ -11,6 +11,7 @@ request body as a submission before sending it.
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -20,6 +21,7 @@ from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
@@ -46,9 +48,16 @@ from orbit_console.console.views.tasks import task_id_or_404
 from orbit_console.console.waiting import pending_proposal_on
 from orbit_console.decisions.evidence import policy_for
 from orbit_console.decisions.proposals import proposal_create
-from orbit_console.decisions.submissions import submission_create, submission_send
+from orbit_console.decisions.submissions import (
+    DecidedOn,
+    submission_create,
+    submission_send,
+    waiting_since,
+)
 from orbit_console.lib import strictjson
+from orbit_console.lib.errorcodes import error_code
 from orbit_console.lib.recovery_rules import MAX_RESULT_BYTES
+from orbit_console.lib.rfc3339 import TimeFormatError, format_utc, parse_utc
 from orbit_console.ops.views import remember_stored
 from orbit_console.people.access import require_task_access
 from orbit_console.people.accounts import mark_company, shown_name
@@ -196,6 +205,8 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
         if not availability.allowed:
             context = {"wizard": wizard, "task": task, "availability": availability}
             return await arender(request, "console/wizard_unavailable.html", context, status=409)
+        attempts = request.wizard_attempts  # type: ignore[attr-defined]
+        since = waiting_since(task)
         first = Pin(
             wizard.action,
             task.id,
@@ -204,6 +215,11 @@ async def _run(request: HttpRequest, task_id: str, wizard: Wizard) -> HttpRespon
             task.queue_id,
             task.namespace_id,
             task.handler,
+            # When the decision was started, and what it is made on (docs/insight.md): the
+            # newest attempt comes first in the verify step's read.
+            format_utc(timezone.now()),
+            error_code(attempts.items[0].error) if attempts.items else "",
+            format_utc(since) if since else "",
         )
         kept = await _kept_fields(request)
         if kept:
@@ -332,6 +348,7 @@ async def _propose(
         expected_revision=pin.revision,
         body=body,
         proposed_by=request.user,  # type: ignore[arg-type]
+        decided_on=pin.decided_on(),
     )
     if outcome.created:
         messages.success(request, _("Your proposal waits for a supervisor's approval."))
@@ -358,6 +375,7 @@ async def _submit(
         expected_revision=pin.revision,
         body=body,
         created_by=request.user,  # type: ignore[arg-type]
+        decided_on=pin.decided_on(),
     )
     submission = outcome.submission
     remember_stored(request, reverse("console:submission", args=[submission.id]))
@@ -397,7 +415,9 @@ def _attempt_timeout_ms(task: Task) -> int:
 class Pin:
     """What the first step saw, signed into the form so that it cannot drift: the decision is
     pinned to this revision, and a retry's budget to this attempt timeout. The task's queue and
-    namespace go with the decision into the console's records."""
+    namespace go with the decision into the console's records, and so does what the decision
+    is made on (``DecidedOn``): when the wizard was opened, the last attempt's error code and
+    since when the task has waited. Pins signed before a field was added have it empty."""
 
     action: str
     task_id: str
@@ -405,7 +425,10 @@ class Pin:
     attempt_timeout_ms: int
     queue_id: str
     namespace_id: str
-    handler: str = ""  # for the approvals queue; pins signed before it was added have none
+    handler: str = ""  # for the approvals queue
+    opened_at: str = ""  # RFC 3339 UTC
+    last_error_code: str = ""
+    waiting_since: str = ""  # RFC 3339 UTC
 
     def dumps(self) -> str:
         fields = [
@@ -416,8 +439,19 @@ class Pin:
             self.queue_id,
             self.namespace_id,
             self.handler,
+            self.opened_at,
+            self.last_error_code,
+            self.waiting_since,
         ]
         return signing.dumps(fields, salt=_PIN_SALT)
+
+    def decided_on(self) -> DecidedOn:
+        return DecidedOn(
+            handler=self.handler,
+            last_error_code=self.last_error_code,
+            waiting_since=_time_or_none(self.waiting_since),
+            started_at=_time_or_none(self.opened_at),
+        )
 
     @classmethod
     def read(cls, text: str, wizard: Wizard, task_id: str) -> "Pin | None":
@@ -513,6 +547,13 @@ async def _kept_fields(request: HttpRequest) -> QueryDict:
                 fields["budget_value"], fields["budget_unit"] = str(timeout // unit_ms), unit
                 break
     return fields
+
+
+def _time_or_none(text: str) -> datetime | None:
+    try:
+        return parse_utc(text) if text else None
+    except TimeFormatError:
+        return None
 
 
 def _initial(form_class: type[forms.Form], posted: Any) -> dict[str, Any]:

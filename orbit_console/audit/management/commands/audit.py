@@ -16,7 +16,9 @@
   ``ORBIT_AUDIT_VERIFY_KEYS`` wherever checkpoints are verified without the private key.
 """
 
+import argparse
 import logging
+import re
 import signal
 import sys
 import threading
@@ -79,7 +81,7 @@ class Command(BaseCommand):
         point = declare.add_mutually_exclusive_group(required=True)
         point.add_argument(
             "--checkpoint",
-            type=int,
+            type=checkpoint_number,
             metavar="N",
             help="the newest checkpoint the backup holds",
         )
@@ -148,12 +150,16 @@ class Command(BaseCommand):
         except checkpoints.CheckpointError as error:
             raise CommandError(str(error)) from None
         written = declared.checkpoint
-        rewound = ", ".join(str(number) for number in declared.rewound)
+        earlier = [c.number for c in declared.rewound if c.restore is not None]
+        again = (
+            f" (the declared restore of {restores.spans(earlier)} among them)" if earlier else ""
+        )
         self.stdout.write(
             f"checkpoint {written.number} written to {written.path}: declares the database "
             f"restored from a backup holding checkpoint {declared.to.number} (of "
-            f"{format_utc(declared.to.taken_at)}); set aside as rewound: checkpoint(s) "
-            f"{rewound}; signed with key {written.key_id}"
+            f"{format_utc(declared.to.taken_at)}); set aside as rewound: "
+            f"{restores.spans(restores.numbers(declared.rewound))}{again}; signed with key "
+            f"{written.key_id}"
         )
 
     def _checkpoint(
@@ -189,6 +195,17 @@ class Command(BaseCommand):
             else:
                 heartbeat.beat()
             stop.wait(seconds)
+
+
+def checkpoint_number(text: str) -> int:
+    """A checkpoint's number as its file names it: ASCII decimal digits, at most the file
+    name's eight; no sign, no spaces (``int()`` alone takes " +1_0", and Arabic-Indic
+    digits)."""
+    if not re.fullmatch(rf"[0-9]{{1,{checkpoints.NAME_DIGITS}}}", text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a checkpoint's number (1 to {checkpoints.NAME_DIGITS} digits)"
+        )
+    return int(text)
 
 
 def _checkpoints_lines(reading: checkpoints.Reading) -> list[str]:

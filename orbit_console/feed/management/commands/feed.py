@@ -11,9 +11,11 @@ feed list
     down, ...) since when and why, and how many of its events were set aside
 feed set-aside [--limit N]
     the events set aside most recently (acknowledged without being applied), newest first
-feed run
+feed run [--health-port PORT]
     be a candidate to consume, in the foreground, until SIGINT or SIGTERM (server processes are
-    candidates already unless CONSOLE_FEED=off)
+    candidates already unless CONSOLE_FEED=off); with --health-port, answer /health/live,
+    /health/ready (503 once the lease could not be read for three leases and a minute) and
+    /metrics on that port, for the orchestrator's probes
 """
 
 import asyncio
@@ -29,6 +31,7 @@ from orbit_console.client import OrbitError, OutcomeUnknown
 from orbit_console.feed.consumer import run_feed
 from orbit_console.feed.models import SetAsideEvent, Source, SourceStatus
 from orbit_console.feed.sources import source_add
+from orbit_console.ops.loops import Heartbeat, serve_health
 
 FEED_PERMISSIONS = ["tasks:read", "tasks:audit:read", "events:subscribe"]
 
@@ -49,7 +52,13 @@ class Command(BaseCommand):
         commands.add_parser("list", help="the subscriptions consumed")
         aside = commands.add_parser("set-aside", help="the events set aside, newest first")
         aside.add_argument("--limit", type=int, default=20)
-        commands.add_parser("run", help="a candidate consumer in the foreground")
+        run = commands.add_parser("run", help="a candidate consumer in the foreground")
+        run.add_argument(
+            "--health-port",
+            type=int,
+            default=0,
+            help="answer /health/live, /health/ready and /metrics on this port",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         command = options["command"]
@@ -60,7 +69,7 @@ class Command(BaseCommand):
         elif command == "set-aside":
             self._set_aside(options["limit"])
         else:
-            asyncio.run(self._run())
+            asyncio.run(self._run(options["health_port"]))
 
     def _list(self) -> None:
         aside = {
@@ -134,12 +143,15 @@ class Command(BaseCommand):
             raise CommandError(str(refused)) from None
         return token
 
-    async def _run(self) -> None:
+    async def _run(self, health_port: int) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await run_feed(stop)
+        heartbeat = Heartbeat("feed", stale_after=3 * settings.CONSOLE_FEED_LEASE_SECONDS + 60)
+        if health_port:
+            serve_health(heartbeat, health_port)
+        await run_feed(stop, heartbeat=heartbeat)
 
 
 def _line(text: str) -> str:

@@ -1,8 +1,11 @@
 """``manage.py keys``: the last steps of rotating the console's keys (docs/runbooks.md,
 "Rotating credentials").
 
-keys retire-check [--json]   what still needs each configured key; exit status 1 while an old
-                             key is still needed by something, 0 when every old key can go
+keys retire-check [--json]   what still needs each configured key, and what to do about it;
+                             exit status 1 when something is to be done now (reseal, remove an
+                             old key nothing needs, put back a missing one, take an old private
+                             signing key out), 0 when nothing is: the old keys left are kept
+                             on purpose (audit keys, public keys) or wait for sessions to move
 keys reseal                  encrypt every stored token and draft again under the first
                              ORBIT_TOKEN_KEYS key (safe to run under load, and again)
 """
@@ -41,6 +44,7 @@ class Command(BaseCommand):
             return
         report = retire_report()
         still_needed = [use for use in report if use.role != "current" and use.needed]
+        to_do = [use for use in report if use.action]
         if options["json"]:
             document = {
                 "keys": [
@@ -48,6 +52,7 @@ class Command(BaseCommand):
                     for use in report
                 ],
                 "old_keys_still_needed": len(still_needed),
+                "actions_needed": len(to_do),
             }
             self.stdout.write(json.dumps(document, indent=2))
         else:
@@ -59,9 +64,10 @@ class Command(BaseCommand):
                     + (f"  -> {use.advice}" if use.advice else "")
                 )
             self.stdout.write(
-                f"old keys still needed: {len(still_needed)}"
-                if still_needed
-                else "every old key can be retired"
+                f"to do now: {len(to_do)} ({', '.join(f'{u.action} {u.key_id}' for u in to_do)})"
+                if to_do
+                else "nothing to do now"
+                + (f"; old keys kept: {len(still_needed)}" if still_needed else "")
             )
-        if still_needed:
+        if to_do:
             sys.exit(1)

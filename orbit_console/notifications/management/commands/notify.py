@@ -18,15 +18,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from orbit_console.lib.namespaces import NamespaceNotFound
-from orbit_console.notifications import webhooks, worker
+from orbit_console.notifications import wakeup, webhooks, worker
 from orbit_console.notifications.kinds import KINDS
 from orbit_console.notifications.models import Endpoint, WebhookMessage
 from orbit_console.ops.loops import Heartbeat, serve_health
 from orbit_console.people.namespaces import id_of_namespace, known_namespaces
 
-# After failed passes the worker waits at most this long (worker.run): it counts as stalled
-# once no pass has succeeded for longer than that allows, with room for two passes.
-MAX_BACKOFF = 30.0
 UNKNOWN = (
     "UNKNOWN NAMESPACE: hears nothing; add it again by the namespace's id or name, remove this"
 )
@@ -74,12 +71,14 @@ class Command(BaseCommand):
 
         def stopping(*_: object) -> None:
             stop.set()
-            worker.wake()
+            wakeup.wake()
 
         signal.signal(signal.SIGTERM, stopping)
         signal.signal(signal.SIGINT, stopping)
         interval = options["interval"]
-        heartbeat = Heartbeat("notifier", stale_after=MAX_BACKOFF + 2 * interval)
+        # Stalled once no pass has succeeded for longer than the pause after failed passes
+        # allows (worker.MAX_BACKOFF), with room for two passes.
+        heartbeat = Heartbeat("notifier", stale_after=worker.MAX_BACKOFF + 2 * interval)
         if options["health_port"]:
             serve_health(heartbeat, options["health_port"])
         worker.run(interval=interval, stop=stop, once=options["once"], heartbeat=heartbeat)
@@ -112,12 +111,19 @@ class Command(BaseCommand):
                 Endpoint.objects.filter(id=self._id(options)).delete()
             elif verb == "log":
                 messages = WebhookMessage.objects.filter(endpoint_id=self._id(options))
+                messages = messages.select_related("notification").prefetch_related("tries")
                 for m in messages.order_by("-created_at")[: options["limit"]]:
                     self.stdout.write(
                         f"{m.id} {m.notification.kind} {m.state} attempts={m.attempts} "
                         f"next={m.next_at.isoformat() if m.next_at else '-'} "
                         f"code={m.response_code or '-'} {m.last_error}"
                     )
+                    for t in m.tries.all():
+                        took = f"{t.seconds:.3f}s" if t.seconds is not None else "unrecorded"
+                        self.stdout.write(
+                            f"  try {t.number} {t.started_at.isoformat()} {took} "
+                            f"code={t.response_code or '-'} {t.error}"
+                        )
             elif verb == "replay":
                 message = webhooks.replay(message_id=options["message_id"])
                 self.stdout.write(f"{message.id} pending")

@@ -1,5 +1,6 @@
-"""Generated input for company sign-in's start, callback and step-up pages (issue 40, "the
-generated-input run covers the sign-in endpoints with 0 5xx"): ``bench/fuzz_signin.py``'s
+"""Generated input for company sign-in's start, callback and step-up pages in the states the
+anonymous edge's run (tests/ops/test_anonymous_edge.py) does not reach (issue 40, "the
+generated-input run covers the sign-in endpoints with 0 5xx"): ``bench/fuzz_signin_flows.py``'s
 seeded cases, sent by a browser signed out and by one signed in, the console in-process, the
 provider real (some callbacks carry a state the console issued, so the code exchange with the
 provider runs as well)."""
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from bench.fuzz_signin import CALLBACK, CONFIRM, START, Send, fuzz_signin
+from bench.fuzz_signin_flows import CALLBACK, CONFIRM, START, Send, fuzz_signin_flows
 from tests.signin.conftest import LIKE_GOOGLE, Company
 from tests.support.oidc import OidcProvider
 
@@ -36,7 +37,7 @@ def test_generated_input_to_the_sign_in_pages_never_fails_the_server(
 ) -> None:
     me = company(providers(**LIKE_GOOGLE))
     me.sign_in()
-    findings = fuzz_signin([sender(Client()), sender(me.console)], requests_wanted=REQUESTS)
+    findings = fuzz_signin_flows([sender(Client()), sender(me.console)], requests_wanted=REQUESTS)
     assert findings.sent == REQUESTS
     assert findings.server_errors == []
     answered = {key.rsplit(" ", 1)[0] for key in findings.statuses}

@@ -191,7 +191,7 @@ def test_the_documented_example_signs_in_steps_up_and_logs_out_as_its_provider_a
     # The logout it offers: back-channel logout ends the session at once, or none comes.
     sent = idp.backchannel_logout(login)
     if shape.quirks.backchannel_logout:
-        assert [delivery["ok"] for delivery in sent] == [True]
+        assert [delivery["ok"] for delivery in sent] == [True], sent
         page.goto(f"{console.url}/decisions")
         expect(page).to_have_url(f"{console.url}/signin?next=/decisions")
     else:

@@ -123,6 +123,9 @@ const provider = new Provider(issuer, {
     revocation: { enabled: true },
   },
   pkce: { required: () => true, methods: ['S256'] },
+  // Back-channel deliveries wait for the console as long as its tests do: oidc-provider's own
+  // 2.5 s gave up on a console sharing two busy cores with other suites.
+  httpOptions: () => ({ signal: AbortSignal.timeout(20_000) }),
   ttl: {
     AccessToken: 600,
     AuthorizationCode: 60,

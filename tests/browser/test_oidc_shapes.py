@@ -29,7 +29,7 @@ from playwright.sync_api import Page, expect
 
 from orbit_console.signin.models import OidcIdentity
 from orbit_console.signin.stepup import AUTH
-from tests.support.oidc import OidcProvider
+from tests.support.oidc import OidcProvider, console_client
 from tests.support.oidc_shapes import SHAPES, Shape, admitted_by_first_rule, configure
 from tests.support.oidc_signin import CLIENT_ID, CLIENT_SECRET
 from tests.support.servers import free_port, wait_answering
@@ -123,15 +123,7 @@ def idp_of(console: InProcessConsole) -> Iterator[Callable[[Shape], OidcProvider
 
     def of(shape: Shape) -> OidcProvider:
         if shape.heading not in started:
-            client = {
-                "client_id": CLIENT_ID,
-                "client_secret": CLIENT_SECRET,
-                "redirect_uris": [f"{console.url}/signin/oidc/callback"],
-                "post_logout_redirect_uris": [f"{console.url}/signin"],
-                "grant_types": ["authorization_code", "refresh_token"],
-                "backchannel_logout_uri": f"{console.url}/signin/oidc/backchannel-logout",
-                "backchannel_logout_session_required": True,
-            }
+            client = console_client(console.url, CLIENT_ID, CLIENT_SECRET)
             started[shape.heading] = OidcProvider(shape.quirks).start([client])
         return started[shape.heading]
 

@@ -81,6 +81,21 @@ class Quirks:
     scopes: tuple[str, ...] | None = None
 
 
+def console_client(console_url: str, client_id: str, client_secret: str) -> dict[str, Any]:
+    """A console served at ``console_url`` as a client of the provider: the code flow with
+    refresh tokens, its callback, its sign-in page after logout, and its back-channel logout
+    endpoint (left out by a provider of the shape ``backchannel_logout=False``)."""
+    return {
+        "client_id": client_id,
+        "client_secret": client_secret,
+        "redirect_uris": [f"{console_url}/signin/oidc/callback"],
+        "post_logout_redirect_uris": [f"{console_url}/signin"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "backchannel_logout_uri": f"{console_url}/signin/oidc/backchannel-logout",
+        "backchannel_logout_session_required": True,
+    }
+
+
 class OidcProvider(LoggedProcess):
     """One provider process on a port of its own; ``clients`` is oidc-provider's client
     metadata (``client_id``, ``client_secret``, ``redirect_uris``, ...)."""

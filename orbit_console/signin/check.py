@@ -23,7 +23,7 @@ from orbit_console.lib.namespaces import NamespaceAmbiguous, NamespaceNotFound
 from orbit_console.signin import flows, provider
 
 OK, NOTE, FAIL = "ok", "note", "FAIL"
-# Where the claims the console reads from every provider come from.
+# Claims of every ID token (OpenID Connect Core 2): a rule reading one needs no note.
 STANDARD_CLAIMS = {"sub", "iss", "aud", "exp", "iat", "nonce", "auth_time", "acr", "sid"}
 
 

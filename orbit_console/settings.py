@@ -333,6 +333,14 @@ OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
 OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
 OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid profile email groups")
 OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+# How the client authenticates at the token endpoint, for every call there (sign-in's code,
+# the re-check's refresh, `signin check`): its secret in the request's body, or in an HTTP
+# Basic header. A provider's application may accept only one (Okta's default is Basic, Auth0's
+# "Post" apps only the body): signin/provider.py's client_credentials.
+OIDC_TOKEN_AUTH_METHOD = env_choice(
+    "OIDC_TOKEN_AUTH_METHOD", "client_secret_post", ("client_secret_post", "client_secret_basic")
+)
+OIDC_TOKEN_USE_BASIC_AUTH = OIDC_TOKEN_AUTH_METHOD == "client_secret_basic"  # noqa: S105
 # The claim holding the person's groups: what a rule that names no claim reads (Entra ID's app
 # roles: roles; Auth0: a namespaced claim its Action sets).
 OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")

@@ -132,11 +132,12 @@ def _client(document: dict[str, Any]) -> Iterator[Finding]:
         "code": secrets.token_urlsafe(24),
         "redirect_uri": callback_url(),
         "code_verifier": secrets.token_urlsafe(48),
-        "client_id": settings.OIDC_RP_CLIENT_ID,
-        "client_secret": settings.OIDC_RP_CLIENT_SECRET,
     }
+    data, auth = provider.client_credentials(data)
     try:
-        answer = httpx.post(document["token_endpoint"], data=data, timeout=settings.OIDC_TIMEOUT)
+        answer = httpx.post(
+            document["token_endpoint"], data=data, auth=auth, timeout=settings.OIDC_TIMEOUT
+        )
     except httpx.HTTPError as failed:
         yield Finding(FAIL, f"the token endpoint did not answer ({type(failed).__name__})")
         return
@@ -155,12 +156,14 @@ def _client(document: dict[str, Any]) -> Iterator[Finding]:
             f"the token endpoint answered a made-up code with {error or answer.status_code}: "
             "whether it knows the client is not certain",
         )
+    # Discovery's default when the member is absent is client_secret_basic (Discovery 3).
     methods = document.get("token_endpoint_auth_methods_supported", ["client_secret_basic"])
-    if isinstance(methods, list) and "client_secret_post" not in methods:
+    method = settings.OIDC_TOKEN_AUTH_METHOD
+    if isinstance(methods, list) and method not in methods:
         yield Finding(
             FAIL,
-            "the provider does not list client_secret_post, how sign-in sends the client's "
-            f"secret (it lists {', '.join(map(str, methods))})",
+            f"the provider does not list {method} (OIDC_TOKEN_AUTH_METHOD), how the console "
+            f"sends the client's secret (it lists {', '.join(map(str, methods))})",
         )
 
 

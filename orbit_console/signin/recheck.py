@@ -52,10 +52,13 @@ class RefreshRefused(Exception):
 
 def _refresh(refresh_token: str) -> dict[str, Any]:
     try:
+        data, auth = provider.client_credentials(
+            {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        )
         answer = httpx.post(
             provider.endpoint("token_endpoint"),
-            data={"grant_type": "refresh_token", "refresh_token": refresh_token},
-            auth=(settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET),
+            data=data,
+            auth=auth,
             timeout=settings.OIDC_TIMEOUT,
         )
     except httpx.HTTPError:

@@ -127,3 +127,22 @@ def test_company_sign_in_off_or_a_provider_away_is_a_failure(settings: Any) -> N
     status, lines = signin_check()
     assert status == 1
     assert lines[0].startswith("FAIL  the discovery document: http://127.0.0.1:9/.well-known")
+
+
+def test_a_client_secret_sent_the_way_the_provider_does_not_take_is_caught(
+    providers: Callable[..., Any], company: Callable[..., Company], settings: Any
+) -> None:
+    """An application that takes its secret in an HTTP Basic header only (Okta's default):
+    the console set to send it in the body is told so, twice, before anyone signs in."""
+    company(providers(client_auth="client_secret_basic"))
+    settings.OIDC_TOKEN_AUTH_METHOD = "client_secret_post"
+    status, lines = signin_check()
+    assert status == 1
+    assert [line.split(" (")[0] for line in failures(lines)] == [
+        "FAIL  the token endpoint refuses OIDC_CLIENT_ID 'orbit-console-in-process' with "
+        "OIDC_CLIENT_SECRET",
+        "FAIL  the provider does not list client_secret_post",
+    ]
+    settings.OIDC_TOKEN_AUTH_METHOD = "client_secret_basic"
+    status, lines = signin_check()
+    assert failures(lines) == [], lines

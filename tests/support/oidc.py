@@ -75,6 +75,10 @@ class Quirks:
     # False: prompt=login is refused (invalid_request): Google takes none, consent and
     # select_account only.
     prompt_login: bool = True
+    # The one way the token endpoint takes the client's secret, the other refused (401
+    # invalid_client): "client_secret_post" (Auth0's "Post" applications), "client_secret_basic"
+    # (Okta's default). None: either, as oidc-provider itself.
+    client_auth: Literal["client_secret_post", "client_secret_basic"] | None = None
     # The only scopes a request may ask for, any other refused (invalid_scope): Okta's default
     # authorization server without a "groups" scope, Keycloak 10+ with an unknown one. None:
     # oidc-provider's own way, which leaves out scopes it does not know.

@@ -40,6 +40,7 @@ SHAPES = {
             groups_scope=False,
             backchannel_logout=False,
             scopes=("openid", "profile", "email", "offline_access", "address", "phone"),
+            client_auth="client_secret_basic",  # a Web Application's "Client secret"
         ),
     ),
     "entra": Shape(
@@ -82,6 +83,7 @@ SHAPES = {
             issuer_trailing_slash=True,
             groups_claim="https://orbit.example/groups",
             groups_scope=False,
+            client_auth="client_secret_post",  # a Regular Web Application's "Post"
         ),
     ),
     "authentik": Shape(
@@ -122,6 +124,8 @@ def configure(settings: Any, shape: Shape, idp: OidcProvider, *, namespace: str)
     settings.OIDC_GROUPS_CLAIM = env.get("OIDC_GROUPS_CLAIM", "groups")
     settings.OIDC_GROUPS_FILTER = parse_filter(env.get("OIDC_GROUPS_FILTER", ""))
     settings.OIDC_STEP_UP = env.get("OIDC_STEP_UP", "login")
+    settings.OIDC_TOKEN_AUTH_METHOD = env.get("OIDC_TOKEN_AUTH_METHOD", "client_secret_post")
+    settings.OIDC_TOKEN_USE_BASIC_AUTH = settings.OIDC_TOKEN_AUTH_METHOD == "client_secret_basic"
     rules = json.loads(env["OIDC_ROLE_RULES"])
     for rule in rules:
         rule["namespaces"] = [

@@ -20,6 +20,10 @@
 //     prompt_login           false: an authorization request with prompt=login is refused
 //                            (invalid_request), as Google, which takes none, consent and
 //                            select_account only
+//     client_auth            null, or the one way the token endpoint takes the client's secret:
+//                            "client_secret_post" (in the body: Auth0's "Post" applications) or
+//                            "client_secret_basic" (an HTTP Basic header: Okta's default); the
+//                            other is refused (401 invalid_client) and discovery lists only it
 //     scopes                 null, or the only scopes a request may ask for: any other is
 //                            refused (invalid_scope), as Okta's default authorization server
 //                            without a "groups" scope and Keycloak 10+ with an unknown scope
@@ -51,6 +55,7 @@ const QUIRKS = {
   groups_scope: true,
   backchannel_logout: true,
   prompt_login: true,
+  client_auth: null,
   scopes: null,
 };
 const quirks = { ...QUIRKS, ...JSON.parse(process.env.OIDC_QUIRKS || '{}') };
@@ -65,6 +70,7 @@ const port = Number(process.env.OIDC_PORT);
 const issuer = `http://127.0.0.1:${port}${quirks.issuer_trailing_slash ? '/' : ''}`;
 const clients = JSON.parse(process.env.OIDC_CLIENTS || '[]').map((client) => {
   const shaped = quirks.auth_time === 'always' ? { ...client, require_auth_time: true } : { ...client };
+  if (quirks.client_auth) shaped.token_endpoint_auth_method = quirks.client_auth;
   if (!quirks.backchannel_logout) {
     delete shaped.backchannel_logout_uri;
     delete shaped.backchannel_logout_session_required;
@@ -123,6 +129,7 @@ const provider = new Provider(issuer, {
     revocation: { enabled: true },
   },
   pkce: { required: () => true, methods: ['S256'] },
+  ...(quirks.client_auth ? { clientAuthMethods: [quirks.client_auth] } : {}),
   // Back-channel deliveries wait for the console as long as its tests do: oidc-provider's own
   // 2.5 s gave up on a console sharing two busy cores with other suites.
   httpOptions: () => ({ signal: AbortSignal.timeout(20_000) }),
@@ -220,6 +227,22 @@ provider.use(async (ctx, next) => {
   if (ctx.query.state) back.searchParams.set('state', String(ctx.query.state));
   ctx.redirect(back.href);
   return undefined;
+});
+
+// oidc-provider takes a client's secret either way whatever the client registered; a provider
+// of this shape takes it only the one way.
+provider.use(async (ctx, next) => {
+  if (!quirks.client_auth || ctx.path !== '/token' || ctx.method !== 'POST') return next();
+  const basic = /^basic /i.test(String(ctx.get('authorization')));
+  if (basic !== (quirks.client_auth === 'client_secret_basic')) {
+    ctx.status = 401;
+    ctx.body = {
+      error: 'invalid_client',
+      error_description: `client authentication must be ${quirks.client_auth}`,
+    };
+    return undefined;
+  }
+  return next();
 });
 
 function b64url(value) {

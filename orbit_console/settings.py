@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 from django.utils.translation import gettext_lazy as _
 
-from orbit_console.lib.env import env_bool, env_int, env_list, env_names, env_str
+from orbit_console.lib.env import env_bool, env_choice, env_int, env_list, env_names, env_str
 from orbit_console.lib.localsecret import local_secret
 from orbit_console.signin.rules import parse_filter, parse_rules
 
@@ -333,6 +333,16 @@ OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
 OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
 OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid profile email groups")
 OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+# How the client authenticates at the token endpoint, for every call there (sign-in's code,
+# the re-check's refresh, `signin check`): its secret in the request's body, or in an HTTP
+# Basic header. A provider's application may accept only one (Okta's default is Basic, Auth0's
+# "Post" apps only the body): signin/provider.py's client_credentials.
+OIDC_TOKEN_AUTH_METHOD = env_choice(
+    "OIDC_TOKEN_AUTH_METHOD", "client_secret_post", ("client_secret_post", "client_secret_basic")
+)
+OIDC_TOKEN_USE_BASIC_AUTH = OIDC_TOKEN_AUTH_METHOD == "client_secret_basic"  # noqa: S105
+# The claim holding the person's groups: what a rule that names no claim reads (Entra ID's app
+# roles: roles; Auth0: a namespaced claim its Action sets).
 OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
 OIDC_GROUPS_FILTER = parse_filter(env_str("OIDC_GROUPS_FILTER"))
 OIDC_ROLE_RULES = parse_rules(env_str("OIDC_ROLE_RULES"))
@@ -345,6 +355,11 @@ OIDC_RECHECK_SECONDS = env_int("OIDC_RECHECK_SECONDS", 300, minimum=1)
 OIDC_DECISION_RECHECK_SECONDS = env_int("OIDC_DECISION_RECHECK_SECONDS", 60, minimum=0)
 # Approving or rejecting needs an authentication younger than this (signin/stepup.py; 0: off).
 STEP_UP_MAX_AGE_SECONDS = env_int("STEP_UP_MAX_AGE_SECONDS", 600, minimum=0)
+# How a company session steps up (signin/stepup.py): "login" asks the provider to authenticate
+# the person again (prompt=login, max_age=0); "auth_time" takes the provider's word of when they
+# last authenticated, for providers that cannot be asked (Google); "off": company sessions are
+# not asked (console accounts still type their password).
+OIDC_STEP_UP = env_choice("OIDC_STEP_UP", "login", ("login", "auth_time", "off"))
 # A back-channel logout token older than this is refused (signin/logout.py).
 OIDC_LOGOUT_TOKEN_MAX_AGE = env_int("OIDC_LOGOUT_TOKEN_MAX_AGE", 300, minimum=10)
 # The provider's signing keys (its JWKS) for logout tokens are kept this long, and read again at

@@ -38,6 +38,21 @@ def django_db_setup(
             Path(f"{name}{suffix}").unlink(missing_ok=True)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def sign_in_failures_stay_in_their_module(
+    django_db_setup: None, django_db_blocker: Any
+) -> Iterator[None]:
+    """Every request of the run comes from 127.0.0.1, and sign-in throttling counts failures
+    by address (``people/throttle.py``): a module that sends wrong passwords on purpose (the
+    generated-input runs, the throttle's own tests) would lock the next module's people out of
+    signing in for the cool-off. What a module's failures left is forgotten when it ends."""
+    yield
+    from axes.models import AccessAttempt
+
+    with django_db_blocker.unblock():
+        AccessAttempt.objects.all().delete()
+
+
 @pytest.fixture
 def live_db(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """Autocommit access to the test database, shared with the servers. Nothing is rolled

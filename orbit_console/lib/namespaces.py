@@ -25,6 +25,11 @@ class NamespaceNotFound(CommandError):
     """No namespace goes by the text given, or several do: the message says which."""
 
 
+class NamespaceAmbiguous(NamespaceNotFound):
+    """Several namespaces go by the name given (company sign-in tells this apart from none:
+    a rule may name a namespace before it exists, never one of several)."""
+
+
 class Namespaces:
     """The namespaces a command knows, each with its names: the (id, name) pairs given (a
     namespace may come with several names, or "") and the deployment's names for them."""
@@ -56,7 +61,7 @@ class Namespaces:
         if len(ids) == 1:
             return ids[0]
         if ids:
-            raise NamespaceNotFound(
+            raise NamespaceAmbiguous(
                 f"several namespaces are named {named!r} ({', '.join(ids)}): pass the id of one"
             )
         raise NamespaceNotFound(f"no namespace {named!r}: {self._hint(named)}")

@@ -19,9 +19,10 @@ from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from requests import RequestException
 
+from orbit_console.lib.namespaces import NamespaceAmbiguous
 from orbit_console.people.backends import PeopleBackend
 from orbit_console.signin import provider
-from orbit_console.signin.rules import first_match, groups_of
+from orbit_console.signin.rules import admitting_rule
 from orbit_console.signin.services import oidc_person_revoke, oidc_person_sync
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 REFUSED = "refused"  # no rule admits the person
 HELD = "held"  # a first sign-in that matches an account here: an administrator decides
 FAILED = "failed"  # the exchange or a check failed
+MISCONFIGURED = "misconfigured"  # the console's settings cannot place the person (logged)
 
 
 def auth_time(claims: dict[str, Any]) -> int | None:
@@ -134,9 +136,7 @@ class OidcBackend(OIDCAuthenticationBackend):
         self, access_token: str, id_token: str, payload: dict[str, Any]
     ) -> User | None:
         claims = self.get_userinfo(access_token, id_token, payload)
-        claim = settings.OIDC_GROUPS_CLAIM
-        claims[claim] = groups_of(claims, claim=claim, keep=settings.OIDC_GROUPS_FILTER)
-        rule = first_match(settings.OIDC_ROLE_RULES, claims)
+        rule = admitting_rule(claims)
         request = self.request
         issuer = provider.issuer()
         if rule is None:
@@ -144,7 +144,12 @@ class OidcBackend(OIDCAuthenticationBackend):
             oidc_person_revoke(issuer=issuer, subject=str(payload["sub"]))
             request.oidc_outcome = REFUSED
             return None
-        user = oidc_person_sync(issuer=issuer, claims=claims, rule=rule)
+        try:
+            user = oidc_person_sync(issuer=issuer, claims=claims, rule=rule)
+        except NamespaceAmbiguous as ambiguous:
+            log.warning("company sign-in unavailable: OIDC_ROLE_RULES: %s", ambiguous)
+            request.oidc_outcome = MISCONFIGURED
+            return None
         if not isinstance(user, User):
             request.oidc_outcome = HELD
             request.oidc_held = user.id

@@ -4,8 +4,10 @@ Three kinds go to the provider's ``authorization_endpoint``, and their answers c
 same callback:
 
 - a **sign-in** (the button on the sign-in page, or ``/signin/oidc``);
-- a **step-up** before deciding (``/signin/confirm``): ``prompt=login`` and ``max_age=0``, so
-  the provider authenticates the person again whatever its own session;
+- a **step-up** before deciding (``/signin/confirm``): with ``OIDC_STEP_UP=login``,
+  ``prompt=login`` and ``max_age=0``, so the provider authenticates the person again whatever
+  its own session; with ``auth_time`` (a provider that cannot be asked, Google), an ordinary
+  request whose answer says when the person last authenticated there (``stepup.py``);
 - a **re-check** without a refresh token (``recheck.py``): ``prompt=none``, so the provider
   answers at once from its own session, or refuses.
 
@@ -20,6 +22,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.http import HttpRequest
 from django.urls import reverse
 
@@ -58,7 +61,7 @@ def wanted(request: HttpRequest) -> str:
 
 def params(purpose: str) -> dict[str, str]:
     """The authorization request's parameters for ``purpose``."""
-    if purpose == STEP_UP:
+    if purpose == STEP_UP and settings.OIDC_STEP_UP == "login":
         return {"prompt": "login", "max_age": "0"}
     if purpose == RECHECK:
         return {"prompt": "none"}

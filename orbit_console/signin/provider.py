@@ -123,6 +123,17 @@ ENDPOINT_SETTINGS = {
 }
 
 
+def client_credentials(data: dict[str, str]) -> tuple[dict[str, str], tuple[str, str] | None]:
+    """``data`` for the token endpoint with the client's credentials, as
+    ``OIDC_TOKEN_AUTH_METHOD`` says, and the HTTP Basic credentials to send with it, if any: the
+    one way every call to the token endpoint authenticates (mozilla-django-oidc's sign-in reads
+    the same setting as ``OIDC_TOKEN_USE_BASIC_AUTH``)."""
+    client = (settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET)
+    if settings.OIDC_TOKEN_AUTH_METHOD == "client_secret_basic":  # noqa: S105 -- a name
+        return data, client
+    return {**data, "client_id": client[0], "client_secret": client[1]}, None
+
+
 def library_setting(name: str, *default: Any) -> Any:
     """What mozilla-django-oidc reads as a setting: its endpoints from discovery, the rest
     from settings."""

@@ -35,10 +35,11 @@ from django.urls import reverse
 from django.utils.deprecation import MiddlewareMixin
 from requests import RequestException
 
+from orbit_console.lib.namespaces import NamespaceAmbiguous
 from orbit_console.lib.secretbox import seal, unseal
 from orbit_console.ops.sockets import end_sessions
 from orbit_console.signin import flows, provider
-from orbit_console.signin.rules import first_match, groups_of
+from orbit_console.signin.rules import admitting_rule
 from orbit_console.signin.services import oidc_person_revoke, oidc_person_sync
 from orbit_console.signin.session import KEY
 
@@ -51,10 +52,13 @@ class RefreshRefused(Exception):
 
 def _refresh(refresh_token: str) -> dict[str, Any]:
     try:
+        data, auth = provider.client_credentials(
+            {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        )
         answer = httpx.post(
             provider.endpoint("token_endpoint"),
-            data={"grant_type": "refresh_token", "refresh_token": refresh_token},
-            auth=(settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET),
+            data=data,
+            auth=auth,
             timeout=settings.OIDC_TIMEOUT,
         )
     except httpx.HTTPError:
@@ -118,13 +122,15 @@ def recheck(request: HttpRequest, *, max_age: float) -> Checked:
     except (RefreshRefused, SuspiciousOperation, RequestException, KeyError, ValueError) as refused:
         log.warning("company sign-in re-check refused: %s", type(refused).__name__)
         return _sign_out(request)
-    claim = settings.OIDC_GROUPS_CLAIM
-    claims[claim] = groups_of(claims, claim=claim, keep=settings.OIDC_GROUPS_FILTER)
-    rule = first_match(settings.OIDC_ROLE_RULES, claims)
+    rule = admitting_rule(claims)
     if rule is None:
         oidc_person_revoke(issuer=issuer, subject=str(kept["sub"]))
         return _sign_out(request)
-    oidc_person_sync(issuer=issuer, claims=claims, rule=rule)
+    try:
+        oidc_person_sync(issuer=issuer, claims=claims, rule=rule)
+    except NamespaceAmbiguous as ambiguous:  # the settings', not the person's: nothing changes
+        log.warning("company sign-in re-check: OIDC_ROLE_RULES: %s", ambiguous)
+        return Checked.UNANSWERED
     kept["checked_at"] = int(now)
     if tokens.get("refresh_token"):
         kept["refresh"] = seal(str(tokens["refresh_token"]))

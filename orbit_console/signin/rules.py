@@ -3,10 +3,13 @@
 ``OIDC_ROLE_RULES`` is an ordered JSON list of rules; the first whose claim holds its value
 decides the person's roles and the namespaces they work in (docs/sign-in.md)::
 
-    [{"claim": "groups", "value": "orbit-supervisors",
-      "roles": ["supervisor", "operator"], "namespaces": ["payments"]},
-     {"claim": "groups", "value": "orbit-operators", "roles": ["operator"],
-      "namespaces": ["payments"]}]
+    [{"value": "orbit-supervisors", "roles": ["supervisor", "operator"],
+      "namespaces": ["payments"]},
+     {"claim": "hd", "value": "example.com", "roles": ["auditor"], "namespaces": ["payments"]}]
+
+A rule that names no claim reads the groups claim, ``OIDC_GROUPS_CLAIM`` (``groups`` unless set:
+``roles`` for Entra ID's app roles, a namespaced claim for Auth0), filtered by
+``OIDC_GROUPS_FILTER``.
 
 A person whom no rule matches is refused: no account is made for them. Pure functions: read
 by settings.py at start, so a bad rule stops the process there.
@@ -25,13 +28,13 @@ ROLES = ("operator", "supervisor", "auditor")
 
 @dataclass(frozen=True)
 class Rule:
-    claim: str
+    claim: str | None  # None: the groups claim (OIDC_GROUPS_CLAIM)
     value: str
     roles: frozenset[str]
     namespaces: tuple[str, ...]  # ids or names; empty: none (against an external Orbit: moot)
 
-    def matches(self, claims: dict[str, Any]) -> bool:
-        held = claims.get(self.claim)
+    def matches(self, claims: dict[str, Any], *, groups_claim: str) -> bool:
+        held = claims.get(self.claim or groups_claim)
         if isinstance(held, list):
             return self.value in [str(item) for item in held]
         if isinstance(held, bool):
@@ -54,9 +57,11 @@ def parse_rules(text: str) -> tuple[Rule, ...]:
         where = f"OIDC_ROLE_RULES rule {position}"
         if not isinstance(item, dict) or set(item) - {"claim", "value", "roles", "namespaces"}:
             raise ImproperlyConfigured(f"{where}: an object of claim, value, roles and namespaces")
-        claim, value = item.get("claim", "groups"), item.get("value")
+        claim, value = item.get("claim"), item.get("value")
         roles, namespaces = item.get("roles"), item.get("namespaces", [])
-        if not isinstance(claim, str) or not isinstance(value, str) or not value:
+        if (claim is not None and (not isinstance(claim, str) or not claim)) or (
+            not isinstance(value, str) or not value
+        ):
             raise ImproperlyConfigured(f"{where}: claim and value are strings")
         if (
             not isinstance(roles, list)
@@ -93,8 +98,21 @@ def groups_of(claims: dict[str, Any], *, claim: str, keep: Pattern | None) -> li
     return [group for group in groups if keep is None or keep.search(group)]
 
 
-def first_match(rules: tuple[Rule, ...], claims: dict[str, Any]) -> Rule | None:
+def first_match(
+    rules: tuple[Rule, ...], claims: dict[str, Any], *, groups_claim: str = "groups"
+) -> Rule | None:
     for rule in rules:
-        if rule.matches(claims):
+        if rule.matches(claims, groups_claim=groups_claim):
             return rule
     return None
+
+
+def admitting_rule(claims: dict[str, Any]) -> Rule | None:
+    """The rule of ``OIDC_ROLE_RULES`` that admits the person the provider describes with
+    ``claims`` (the ID token's with userinfo's over them), if any. Their groups, in
+    ``OIDC_GROUPS_CLAIM``, are kept filtered in ``claims`` (what a held sign-in shows)."""
+    from django.conf import settings
+
+    claim = settings.OIDC_GROUPS_CLAIM
+    claims[claim] = groups_of(claims, claim=claim, keep=settings.OIDC_GROUPS_FILTER)
+    return first_match(settings.OIDC_ROLE_RULES, claims, groups_claim=claim)

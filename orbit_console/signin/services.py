@@ -1,6 +1,7 @@
 """Writes of company sign-in: provisioning a person and keeping their roles and credentials in
 step with their groups (docs/sign-in.md)."""
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -8,9 +9,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from orbit_console.lib.namespaces import NamespaceAmbiguous, NamespaceNotFound
 from orbit_console.people.accounts import account_company, accounts_link
 from orbit_console.people.credentials import credential_drop, mint_embedded, person_roles_set
 from orbit_console.people.models import Account, OrbitCredential
+from orbit_console.people.namespaces import known_namespaces
 from orbit_console.people.person import role_permissions
 from orbit_console.signin.models import HeldSignin, OidcIdentity
 from orbit_console.signin.placement import (
@@ -22,18 +25,24 @@ from orbit_console.signin.placement import (
 )
 from orbit_console.signin.rules import Rule
 
+log = logging.getLogger(__name__)
+
 
 def _namespace_ids(named: tuple[str, ...]) -> list[str]:
-    """The embedded ledger's namespaces a rule names (by id or by name); unknown ones are
-    skipped (a rule may be written before its namespace exists)."""
-    from orbit_console.ledger.models import Namespace
-
+    """The embedded ledger's namespaces a rule names, each by its id or its exact name, by the
+    one rule every command uses (``lib/namespaces.py``). A name that no namespace has is
+    skipped (a rule may be written before its namespace exists; ``manage.py signin check``
+    says so); a name that several share raises: which one was meant is
+    the administrator's to say, never a silent pick (``NamespaceAmbiguous``)."""
+    known = known_namespaces()
     found: list[str] = []
     for name in named:
-        ids = list(Namespace.objects.filter(id=name).values_list("id", flat=True)) or list(
-            Namespace.objects.filter(name=name).values_list("id", flat=True)[:1]
-        )
-        found.extend(ids)
+        try:
+            found.append(known.id_of(name))
+        except NamespaceAmbiguous:
+            raise
+        except NamespaceNotFound:
+            log.warning("OIDC_ROLE_RULES names the namespace %r, which does not exist", name[:60])
     return list(dict.fromkeys(found))
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
@@ -34,8 +35,8 @@ from orbit_console.people.accounts import (
     mark_company,
 )
 from orbit_console.people.models import Account
-from orbit_console.signin import confirmations, flows, provider, session
-from orbit_console.signin.backends import HELD, REFUSED
+from orbit_console.signin import confirmations, flows, provider, refusals, session
+from orbit_console.signin.backends import HELD, MISCONFIGURED, REFUSED
 from orbit_console.signin.logout import (
     LogoutTokenRefused,
     backchannel_logout,
@@ -87,11 +88,37 @@ class OidcCallback(OIDCAuthenticationCallbackView):
         self.flow = flows.answered(request, request.GET.get("state", ""))
         self.session_key = request.session.session_key
         self.next_url = request.session.get("oidc_login_next") or "/"
+        if "error" in request.GET:
+            return self.provider_refused()
         try:
             response: HttpResponse = super().get(request)
         except SuspiciousOperation:  # a state this browser did not start: the page, not a 400
             return self.login_failure()
         return response
+
+    def provider_refused(self) -> HttpResponse:
+        """The provider answered with an error (RFC 6749 4.1.2.1, OpenID Connect Core
+        3.1.2.6) instead of a code: logged with its ``error`` and ``error_description``
+        under a reference the page gives the person. Nobody is signed out by it — except a
+        re-check refused, which is what a re-check is for: a link to the callback with an
+        error, which anyone can make, ends no session."""
+        request = self.request
+        refusal = refusals.of(request.GET)
+        states = request.session.get("oidc_states")
+        if isinstance(states, dict) and states.pop(request.GET.get("state", ""), None):
+            request.session.modified = True  # answered: never again
+        level = logging.INFO if self.flow.purpose == flows.RECHECK else logging.WARNING
+        log.log(
+            level, "company sign-in refused by the provider (%s): %s", self.flow.purpose, refusal
+        )
+        if self.flow.purpose == flows.RECHECK:
+            return self.recheck_refused()
+        context = {
+            "provider_name": provider.display_name(),
+            "refusal": refusal,
+            "next": self.next_url if self.flow.purpose == flows.STEP_UP else "/",
+        }
+        return render(request, "signin/provider_refused.html", context, status=403)
 
     def login_failure(self) -> HttpResponse:
         if self.flow.purpose == flows.RECHECK:
@@ -100,18 +127,22 @@ class OidcCallback(OIDCAuthenticationCallbackView):
         if outcome == REFUSED:
             context = {"provider_name": provider.display_name()}
             return render(self.request, "signin/refused.html", context, status=403)
+        if outcome == MISCONFIGURED:
+            return render(self.request, "signin/unavailable.html", status=503)
         if outcome == HELD:
             context = {
                 "provider_name": provider.display_name(),
                 "held_id": getattr(self.request, "oidc_held", ""),
             }
             return render(self.request, "signin/held.html", context, status=403)
-        return render(
-            self.request,
-            "signin/failed.html",
-            {"provider_name": provider.display_name()},
-            status=400,
-        )
+        # A browser signed in already (an answer opened again, a step-up refused) still is.
+        failed: dict[str, Any] = {
+            "provider_name": provider.display_name(),
+            "step_up": self.flow.purpose == flows.STEP_UP,
+            "sign_in_there_again": settings.OIDC_STEP_UP == "auth_time",
+            "next": self.next_url,
+        }
+        return render(self.request, "signin/failed.html", failed, status=400)
 
     def login_success(self) -> HttpResponse:
         info = getattr(self.request, "oidc_signin", {})

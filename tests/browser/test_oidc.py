@@ -34,7 +34,7 @@ from orbit_console.ledger.seed import seed_world
 from orbit_console.people.models import OrbitCredential
 from orbit_console.signin.models import OidcIdentity
 from tests.approvals.conftest import pending_retry
-from tests.support.oidc import OidcProvider
+from tests.support.oidc import OidcProvider, console_client
 from tests.support.people import make_person
 from tests.support.servers import DaphneServer
 
@@ -102,15 +102,7 @@ def server(
         },
     )
     clients = [
-        {
-            "client_id": CLIENT_ID,
-            "client_secret": CLIENT_SECRET,
-            "redirect_uris": [f"{console.url}/signin/oidc/callback"],
-            "post_logout_redirect_uris": [f"{console.url}/signin"],
-            "grant_types": ["authorization_code", "refresh_token"],
-            "backchannel_logout_uri": f"{console.url}/signin/oidc/backchannel-logout",
-            "backchannel_logout_session_required": True,
-        },
+        console_client(console.url, CLIENT_ID, CLIENT_SECRET),
         {
             "client_id": OTHER_CLIENT_ID,
             "client_secret": secrets.token_urlsafe(32),

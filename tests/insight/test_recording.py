@@ -218,7 +218,8 @@ def test_proposals_rejected_withdrawn_and_expired_each_end_their_decision(
     rejected, withdrawn, expiring = proposals
     proposal_reject(proposal_id=rejected.id, supervisor=supervisor.user, reason="not checked")
     proposal_withdraw(proposal_id=withdrawn.id, person=operator.user)
-    assert expire_due(expiring.expires_at + timedelta(seconds=1)) == 1
+    # Other modules' tests on this worker may leave proposals due as well: at least this one.
+    assert expire_due(expiring.expires_at + timedelta(seconds=1)) >= 1
 
     outcomes = dict(
         DecisionFact.objects.filter(namespace_id=namespace).values_list("id", "outcome")

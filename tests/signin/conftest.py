@@ -10,7 +10,7 @@ leaves; the provider's side runs over real HTTP with the browser's cookies there
 import json
 import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -23,6 +23,8 @@ from orbit_console.signin.models import OidcIdentity
 from orbit_console.signin.rules import parse_rules
 from orbit_console.signin.session import KEY as OIDC_SESSION
 from tests.support.oidc import AtTheProvider, OidcProvider, Quirks
+from tests.support.oidc_shapes import SHAPES, admitted_by_first_rule
+from tests.support.oidc_shapes import configure as configure_shape
 from tests.support.oidc_signin import CALLBACK, CLIENT_ID, CLIENT_SECRET, client_metadata
 
 # Google's shape for refresh tokens: none with "openid profile email"; and auth_time only when
@@ -156,5 +158,30 @@ def company(
         return person
 
     yield configure
+    for browser in browsers:
+        browser.close()
+
+
+@pytest.fixture
+def shaped(
+    settings: Any, providers: Callable[..., OidcProvider], world: dict[str, Any]
+) -> Iterator[Callable[[str], tuple[Company, dict[str, str]]]]:
+    """``shaped(name)``: the console set up exactly as docs/sign-in.md's example for the
+    provider ``name`` of ``SHAPES`` says, against the run's provider of that provider's shape,
+    and a new person there whom the example's first rule admits; with the example's
+    environment."""
+    browsers: list[AtTheProvider] = []
+
+    def configure_as(name: str) -> tuple[Company, dict[str, str]]:
+        shape = SHAPES[name]
+        idp = providers(**asdict(shape.quirks))
+        env = configure_shape(settings, shape, idp, namespace=world["namespace_id"])
+        at_provider = AtTheProvider(idp)
+        browsers.append(at_provider)
+        person = Company(idp=idp, console=Client(), at_provider=at_provider)
+        admitted_by_first_rule(idp, person.login, env)
+        return person, env
+
+    yield configure_as
     for browser in browsers:
         browser.close()

@@ -201,3 +201,25 @@ def test_a_decision_is_not_taken_while_the_provider_does_not_answer_its_check(
     assert landed.status_code == 200
     assert "did not answer, so nothing was decided" in landed.content.decode()
     assert REASON in landed.content.decode()
+
+
+@pytest.mark.parametrize("method", ["client_secret_post", "client_secret_basic"])
+def test_sign_in_and_the_refresh_re_check_send_the_client_secret_the_one_way_the_provider_takes(
+    method: str,
+    providers: Callable[..., OidcProvider],
+    company: Callable[[OidcProvider], Company],
+    settings: Any,
+) -> None:
+    """A provider may take the client's secret only one way (Auth0's "Post" applications in
+    the body, Okta's default in an HTTP Basic header). The re-check's refresh sent it as Basic
+    while sign-in sent it in the body: against a body-only provider every re-check was refused
+    and signed the person out. Every call to the token endpoint now follows
+    ``OIDC_TOKEN_AUTH_METHOD``."""
+    settings.OIDC_TOKEN_AUTH_METHOD = method
+    settings.OIDC_TOKEN_USE_BASIC_AUTH = method == "client_secret_basic"
+    me = company(providers(client_auth=method))
+    me.sign_in()
+    me.age_the_check(django_settings.OIDC_RECHECK_SECONDS + 1)
+    answer = me.console.get("/")
+    assert not str(answer.get("Location", "")).startswith("/signin")  # still signed in
+    assert me.console.session[OIDC_SESSION]["checked_at"] > time.time() - 60  # checked afresh

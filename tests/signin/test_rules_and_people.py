@@ -6,9 +6,16 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from orbit_console.lib.namespaces import NamespaceAmbiguous
 from orbit_console.people.models import OrbitCredential
 from orbit_console.signin.models import OidcIdentity
-from orbit_console.signin.rules import first_match, groups_of, parse_filter, parse_rules
+from orbit_console.signin.rules import (
+    admitting_rule,
+    first_match,
+    groups_of,
+    parse_filter,
+    parse_rules,
+)
 from orbit_console.signin.services import oidc_person_revoke, oidc_person_sync
 
 ISSUER = "https://idp.example.com"
@@ -92,3 +99,47 @@ def test_a_company_person_never_takes_over_a_local_account_of_the_same_name(worl
     assert user != local
     assert user.username == f"{name}-2"
     assert not user.has_usable_password()
+
+
+def test_a_rule_that_names_no_claim_reads_oidc_groups_claim(settings: Any) -> None:
+    """Issue 40 item 3: ``OIDC_GROUPS_CLAIM=roles`` (Entra ID's app roles) with rules that name
+    no claim refused everyone: a rule without a claim read ``groups`` whatever the setting."""
+    settings.OIDC_GROUPS_FILTER = None
+    settings.OIDC_ROLE_RULES = parse_rules(
+        '[{"value": "Orbit.Operator", "roles": ["operator"]},'
+        ' {"claim": "hd", "value": "example.com", "roles": ["auditor"]}]'
+    )
+    settings.OIDC_GROUPS_CLAIM = "roles"
+    assert admitting_rule({"roles": ["Orbit.Operator"]}) == settings.OIDC_ROLE_RULES[0]
+    assert admitting_rule({"groups": ["Orbit.Operator"]}) is None
+    assert admitting_rule({"hd": "example.com"}) == settings.OIDC_ROLE_RULES[1]
+    settings.OIDC_GROUPS_CLAIM = "groups"
+    assert admitting_rule({"groups": ["Orbit.Operator"]}) == settings.OIDC_ROLE_RULES[0]
+
+
+@pytest.mark.django_db
+def test_a_namespace_name_that_two_namespaces_share_is_refused_and_changes_nothing(
+    world: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The one rule every command uses (lib/namespaces.py): an id, or a name exactly one
+    namespace has. Before, sign-in silently took the first of two namespaces of that name; a
+    name none has is still skipped (a rule may come before its namespace)."""
+    from orbit_console.ledger.lifecycle import namespace_create
+
+    shared = f"shared-{secrets.token_hex(3)}"
+    first, _ = namespace_create(name=shared)
+    namespace_create(name=shared)
+    [both, missing, by_id] = parse_rules(
+        f'[{{"value": "a", "roles": ["operator"], "namespaces": ["{shared}"]}},'
+        f' {{"value": "b", "roles": ["operator"], "namespaces": ["no-such-namespace"]}},'
+        f' {{"value": "c", "roles": ["operator"], "namespaces": ["{first.id}"]}}]'
+    )
+    claims = {"sub": f"00u-{shared}", "preferred_username": shared}
+    with pytest.raises(NamespaceAmbiguous, match="several namespaces are named"):
+        oidc_person_sync(issuer=ISSUER, claims=claims, rule=both)
+    assert not OidcIdentity.objects.filter(subject=claims["sub"]).exists()
+    user = oidc_person_sync(issuer=ISSUER, claims=claims, rule=missing)
+    assert not OrbitCredential.objects.filter(user=user).exists()
+    assert "does not exist" in caplog.text
+    oidc_person_sync(issuer=ISSUER, claims=claims, rule=by_id)
+    assert OrbitCredential.objects.get(user=user).namespace_id == first.id

@@ -63,6 +63,41 @@ class Quirks:
     auth_time: Literal["when_asked", "always"] = "when_asked"
     # The groups claim rides in the ID token too, not only in userinfo.
     groups_in_id_token: bool = False
+    # The claim that carries the groups: Entra ID's app roles ("roles"), Auth0's namespaced
+    # claim set by an Action.
+    groups_claim: str = "groups"
+    # False: no "groups" scope asks for the groups claim; it rides in every ID token (Okta's
+    # claim "included in any scope", Keycloak's mapper on the client's own scope, Entra ID,
+    # Auth0, Authentik).
+    groups_scope: bool = True
+    # False: no back-channel logout (Okta, Entra ID, Google): not in discovery, none sent.
+    backchannel_logout: bool = True
+    # False: prompt=login is refused (invalid_request): Google takes none, consent and
+    # select_account only.
+    prompt_login: bool = True
+    # The one way the token endpoint takes the client's secret, the other refused (401
+    # invalid_client): "client_secret_post" (Auth0's "Post" applications), "client_secret_basic"
+    # (Okta's default). None: either, as oidc-provider itself.
+    client_auth: Literal["client_secret_post", "client_secret_basic"] | None = None
+    # The only scopes a request may ask for, any other refused (invalid_scope): Okta's default
+    # authorization server without a "groups" scope, Keycloak 10+ with an unknown one. None:
+    # oidc-provider's own way, which leaves out scopes it does not know.
+    scopes: tuple[str, ...] | None = None
+
+
+def console_client(console_url: str, client_id: str, client_secret: str) -> dict[str, Any]:
+    """A console served at ``console_url`` as a client of the provider: the code flow with
+    refresh tokens, its callback, its sign-in page after logout, and its back-channel logout
+    endpoint (left out by a provider of the shape ``backchannel_logout=False``)."""
+    return {
+        "client_id": client_id,
+        "client_secret": client_secret,
+        "redirect_uris": [f"{console_url}/signin/oidc/callback"],
+        "post_logout_redirect_uris": [f"{console_url}/signin"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "backchannel_logout_uri": f"{console_url}/signin/oidc/backchannel-logout",
+        "backchannel_logout_session_required": True,
+    }
 
 
 class OidcProvider(LoggedProcess):

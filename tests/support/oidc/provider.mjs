@@ -11,6 +11,22 @@
 //     auth_time              "when_asked": auth_time only in ID tokens asked with max_age or
 //                            prompt=login (oidc-provider's own default); "always": in every one
 //     groups_in_id_token     the groups claim rides in the ID token too (not only userinfo)
+//     groups_claim           the name of the claim that carries the groups (Entra ID's app
+//                            roles: "roles"; Auth0: a namespaced claim an Action sets)
+//     groups_scope           false: no "groups" scope asks for the groups claim; it rides in
+//                            every ID token (Okta's claim "included in any scope", Keycloak's
+//                            mapper on the client's own scope, Entra ID, Auth0, Authentik)
+//     backchannel_logout     false: no back-channel logout (not in discovery, none sent)
+//     prompt_login           false: an authorization request with prompt=login is refused
+//                            (invalid_request), as Google, which takes none, consent and
+//                            select_account only
+//     client_auth            null, or the one way the token endpoint takes the client's secret:
+//                            "client_secret_post" (in the body: Auth0's "Post" applications) or
+//                            "client_secret_basic" (an HTTP Basic header: Okta's default); the
+//                            other is refused (401 invalid_client) and discovery lists only it
+//     scopes                 null, or the only scopes a request may ask for: any other is
+//                            refused (invalid_scope), as Okta's default authorization server
+//                            without a "groups" scope and Keycloak 10+ with an unknown scope
 //                  A quirk not listed in QUIRKS below stops the start: a typo is never ignored.
 //
 // The sign-in form is oidc-provider's own (its dev interactions): any login name signs in as
@@ -35,6 +51,12 @@ const QUIRKS = {
   refresh_tokens: true,
   auth_time: 'when_asked',
   groups_in_id_token: false,
+  groups_claim: 'groups',
+  groups_scope: true,
+  backchannel_logout: true,
+  prompt_login: true,
+  client_auth: null,
+  scopes: null,
 };
 const quirks = { ...QUIRKS, ...JSON.parse(process.env.OIDC_QUIRKS || '{}') };
 for (const name of Object.keys(quirks)) {
@@ -46,9 +68,17 @@ if (!['when_asked', 'always'].includes(quirks.auth_time)) {
 
 const port = Number(process.env.OIDC_PORT);
 const issuer = `http://127.0.0.1:${port}${quirks.issuer_trailing_slash ? '/' : ''}`;
-const clients = JSON.parse(process.env.OIDC_CLIENTS || '[]').map((client) => (
-  quirks.auth_time === 'always' ? { ...client, require_auth_time: true } : client
-));
+const clients = JSON.parse(process.env.OIDC_CLIENTS || '[]').map((client) => {
+  const shaped = quirks.auth_time === 'always' ? { ...client, require_auth_time: true } : { ...client };
+  if (quirks.client_auth) shaped.token_endpoint_auth_method = quirks.client_auth;
+  if (!quirks.backchannel_logout) {
+    delete shaped.backchannel_logout_uri;
+    delete shaped.backchannel_logout_session_required;
+  }
+  return shaped;
+});
+// Without a groups scope the groups claim is in every ID token, as is Google's hosted domain (hd).
+const everyIdToken = quirks.groups_scope ? ['hd'] : ['hd', quirks.groups_claim];
 
 const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
 const kid = crypto.randomBytes(8).toString('hex');
@@ -85,20 +115,24 @@ const provider = new Provider(issuer, {
   cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
   scopes: ['openid', 'offline_access', 'profile', 'email', 'groups'],
   claims: {
-    openid: ['sub'],
+    openid: ['sub', ...everyIdToken],
     profile: ['name', 'preferred_username'],
     email: ['email', 'email_verified'],
-    groups: ['groups'],
+    groups: quirks.groups_scope ? [quirks.groups_claim] : [],
   },
-  conformIdTokenClaims: !quirks.groups_in_id_token,
+  conformIdTokenClaims: quirks.groups_scope && !quirks.groups_in_id_token,
   acrValues: ['urn:orbit:password', 'urn:orbit:mfa'],
   features: {
     devInteractions: { enabled: true },
-    backchannelLogout: { enabled: true },
+    backchannelLogout: { enabled: quirks.backchannel_logout },
     rpInitiatedLogout: { enabled: true },
     revocation: { enabled: true },
   },
   pkce: { required: () => true, methods: ['S256'] },
+  ...(quirks.client_auth ? { clientAuthMethods: [quirks.client_auth] } : {}),
+  // Back-channel deliveries wait for the console as long as its tests do: oidc-provider's own
+  // 2.5 s gave up on a console sharing two busy cores with other suites.
+  httpOptions: () => ({ signal: AbortSignal.timeout(20_000) }),
   ttl: {
     AccessToken: 600,
     AuthorizationCode: 60,
@@ -140,7 +174,7 @@ const provider = new Provider(issuer, {
           preferred_username: sub,
           email: `${sub}@example.com`,
           email_verified: true,
-          groups: found.groups,
+          [quirks.groups_claim]: found.groups,
           ...(found.claims ?? {}),
         };
         for (const [key, value] of Object.entries(claims)) if (value === null) delete claims[key];
@@ -166,6 +200,49 @@ provider.on('backchannel.success', (ctx, client, sub, sid) => {
 });
 provider.on('backchannel.error', (ctx, err, client, sub, sid) => {
   backchannelLog.push({ client: client.clientId, sub, sid, ok: false, error: String(err) });
+});
+
+// What a provider of this shape refuses at its authorization endpoint, answered as an OP answers
+// a request from a known client with a registered redirect_uri: back to it, with the error.
+function refusalOf(query) {
+  const prompts = String(query.prompt ?? '').split(' ');
+  if (!quirks.prompt_login && prompts.includes('login')) {
+    return ['invalid_request', 'Invalid parameter value for prompt: Invalid prompt: login'];
+  }
+  if (quirks.scopes !== null) {
+    const unknown = String(query.scope ?? '').split(' ').filter((s) => s && !quirks.scopes.includes(s));
+    if (unknown.length) return ['invalid_scope', `The requested scope is invalid: ${unknown.join(' ')}`];
+  }
+  return null;
+}
+
+provider.use(async (ctx, next) => {
+  if (ctx.path !== '/auth' || ctx.method !== 'GET') return next();
+  const refusal = refusalOf(ctx.query);
+  const client = refusal && (await provider.Client.find(String(ctx.query.client_id ?? '')));
+  if (!refusal || !client?.redirectUriAllowed(String(ctx.query.redirect_uri ?? ''))) return next();
+  const back = new URL(String(ctx.query.redirect_uri));
+  back.searchParams.set('error', refusal[0]);
+  back.searchParams.set('error_description', refusal[1]);
+  if (ctx.query.state) back.searchParams.set('state', String(ctx.query.state));
+  ctx.redirect(back.href);
+  return undefined;
+});
+
+// oidc-provider takes a client's secret either way whatever the client registered; a provider
+// of this shape takes it only the one way.
+provider.use(async (ctx, next) => {
+  if (!quirks.client_auth || ctx.path !== '/token' || ctx.method !== 'POST') return next();
+  const basic = /^basic /i.test(String(ctx.get('authorization')));
+  if (basic !== (quirks.client_auth === 'client_secret_basic')) {
+    ctx.status = 401;
+    ctx.body = {
+      error: 'invalid_client',
+      error_description: `client authentication must be ${quirks.client_auth}`,
+    };
+    return undefined;
+  }
+  return next();
 });
 
 function b64url(value) {

@@ -14,7 +14,7 @@ subscriptions', and those with an objective or a stall alarm. The instruments fe
 happen (``metrics.py``) are exported by ``Instruments``, after these.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -39,47 +39,46 @@ def metered_namespaces() -> list[str]:
     return sorted(found - {""})
 
 
+def _per_namespace(name: str, help_text: str, values: Iterable[tuple[str, float]]) -> Metric:
+    family = GaugeMetricFamily(name, help_text, labels=LABELS)
+    for namespace_id, value in values:
+        family.add_metric([namespace_id], value)
+    return family
+
+
 class InsightCollector(ScrapeCollector):
-    def read(self) -> Iterator[GaugeMetricFamily]:
+    def read(self) -> Iterator[Metric]:
         now = timezone.now()
         namespaces = metered_namespaces()
         metrics.touch(namespaces)
-        waiting = GaugeMetricFamily(
+        yield _per_namespace(
             "orbit_tasks_waiting_for_a_person",
             "Tasks waiting for a person now: in NEEDS_REVIEW, or FAILED or CANCELLED with a retry"
             " possible",
-            labels=LABELS,
+            waiting_counts(namespaces).items(),
         )
-        for namespace_id, count in waiting_counts(namespaces).items():
-            waiting.add_metric([namespace_id], count)
-        yield waiting
-        past = GaugeMetricFamily(
+        yield _per_namespace(
             "orbit_tasks_waiting_past_objective",
             "Tasks in NEEDS_REVIEW past their waiting-time objective with no decision started",
-            labels=LABELS,
+            waiting_past_objective(namespaces).items(),
         )
-        for namespace_id, count in waiting_past_objective(namespaces).items():
-            past.add_metric([namespace_id], count)
-        yield past
-        stalled = GaugeMetricFamily(
+        yield _per_namespace(
             "orbit_decisions_stalled_seconds",
             "How long tasks have waited in NEEDS_REVIEW with no decision made in the namespace"
             " (0: none waits)",
-            labels=LABELS,
+            (
+                (namespace_id, stall_of(namespace_id).stalled_for(now).total_seconds())
+                for namespace_id in namespaces
+            ),
         )
-        for namespace_id in namespaces:
-            stalled.add_metric(
-                [namespace_id], stall_of(namespace_id).stalled_for(now).total_seconds()
-            )
-        yield stalled
-        alarm = GaugeMetricFamily(
+        yield _per_namespace(
             "orbit_decisions_stall_alarm_seconds",
             "The namespace's stall alarm: decisions are stalled past this many seconds",
-            labels=LABELS,
+            (
+                (namespace_id, after.total_seconds())
+                for namespace_id, after in StallAlarm.objects.values_list("namespace_id", "after")
+            ),
         )
-        for namespace_id, after in StallAlarm.objects.values_list("namespace_id", "after"):
-            alarm.add_metric([namespace_id], after.total_seconds())
-        yield alarm
 
 
 class Instruments(Collector):

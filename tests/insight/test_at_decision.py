@@ -20,7 +20,6 @@ from django.utils import timezone
 from orbit_console.decisions.evidence import evidence_policy_set
 from orbit_console.decisions.proposals import proposal_create, proposal_reject
 from orbit_console.decisions.submissions import DecidedOn
-from orbit_console.insight import tallies
 from orbit_console.insight.models import DecisionFact, Outcome, WaitKind, WaitOrigin
 from orbit_console.insight.objectives import objective_set
 from orbit_console.insight.waiting import Waiting, wait_open
@@ -38,6 +37,7 @@ from tests.console.web import (
     text_of,
     wizard_post,
 )
+from tests.insight.test_selectors import settled
 from tests.support.orbit import review_body
 from tests.support.people import TestPerson, make_person
 from tests.support.servers import DaphneServer
@@ -62,34 +62,21 @@ def earlier(
 ) -> DecisionFact:
     """A decision settled ``ago`` about another task of the world's handler, with its rollups,
     as the console would have recorded it."""
-    at = timezone.now() - ago
-    fact = DecisionFact(
-        id=new_id(),
-        namespace_id=world["namespace_id"],
-        queue_id=queue_id or world["queue_id"],
-        task_id=new_id(),
-        revision=3,
-        action=action,
-        declared="FAILED" if outcome == Outcome.FAILED else "SUCCEEDED",
-        handler=HANDLER,
-        error_code=code,
-        reason=reason or f"checked the store, {ago.days} days ago",
-        evidence_ref=f"INC-{ago.days}" if links else f"note-{ago.days}",
-        evidence_links=links,
-        decided_by=who,
-        approved_by=approver,
-        started_at=at - timedelta(minutes=9),
-        stored_at=at - timedelta(minutes=5),
-        applied_at=at,
-        settled_at=at,
+    return settled(
+        world["namespace_id"],
+        at=timezone.now() - ago,
+        links=links,
         outcome=outcome,
-        successor_state=successor,
-        successor_ended_at=at + timedelta(hours=1) if successor else None,
-        recorded_at=at - timedelta(minutes=5),
+        handler=HANDLER,
+        code=code,
+        action=action,
+        queue_id=queue_id or world["queue_id"],
+        successor=successor,
+        who=who,
+        approver=approver,
+        reason=reason or f"checked the store, {ago.days} days ago",
+        evidence=f"INC-{ago.days}" if links else f"note-{ago.days}",
     )
-    fact.save(force_insert=True)
-    tallies.apply(tallies.of_decision(fact))
-    return fact
 
 
 def panel(html: str) -> str:

@@ -41,8 +41,8 @@ ALLOWED = {
         "signin",
     },
     "timeline": {"client", "console", "decisions", "feed", "lib", "ops", "people"},
-    "notifications": {"audit", "decisions", "ledger", "lib", "ops", "people"},
-    "insight": {"client", "decisions", "feed", "lib"},
+    "notifications": {"audit", "decisions", "insight", "ledger", "lib", "ops", "people"},
+    "insight": {"client", "console", "decisions", "feed", "lib", "people"},
     "keys": {"audit", "decisions", "feed", "ledger", "lib", "ops", "people"},
 }
 

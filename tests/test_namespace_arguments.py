@@ -15,6 +15,7 @@ from django.core.management import call_command
 from orbit_console.decisions.models import EvidencePolicy
 from orbit_console.events.models import Subscription
 from orbit_console.feed.models import Source
+from orbit_console.insight.models import Objective, StallAlarm
 from orbit_console.ledger.lifecycle import namespace_create
 from orbit_console.ledger.models import Credential, Namespace
 from orbit_console.lib.ids import new_id
@@ -45,6 +46,8 @@ COMMANDS: dict[str, list[str]] = {
     "console user --drop-namespace": [
         *("console", "user", "u", "--role", "auditor", "--drop-namespace", NS)
     ],
+    "console objective": ["console", "objective", NS, "--decide-within", "4h"],
+    "console objective --stall-after": ["console", "objective", NS, "--stall-after", "2h"],
 }
 
 
@@ -64,7 +67,10 @@ def command(name: str, namespace: str) -> list[str]:
 
 def written() -> tuple[int, ...]:
     """What the commands write, counted."""
-    models: list[Any] = [Endpoint, EvidencePolicy, Subscription, Credential, OrbitCredential]
+    models: list[Any] = [
+        *(Endpoint, EvidencePolicy, Subscription, Credential, OrbitCredential),
+        *(Objective, StallAlarm),
+    ]
     return (
         *(model.objects.count() for model in models),
         User.objects.count(),

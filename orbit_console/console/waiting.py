@@ -3,8 +3,9 @@ navigation's count, the landing page, "Next waiting") and the marks of the work 
 (a proposal pending; retried → what the new task became). Each is one bounded query for the
 page, never one per row."""
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -61,16 +62,36 @@ def next_waiting(person: Person, *, after: str = "") -> Proposal | None:
     return proposals_waiting_for(person).exclude(id=after).select_related("proposed_by").first()
 
 
+class Mark(Protocol):
+    """A mark another app puts beside a row's state, shown by its own partial."""
+
+    @property
+    def template(self) -> str: ...
+
+
+# The apps above the console that mark rows (insight: tasks waiting past their objective),
+# each with one query for the whole page: given the tasks shown, the marks of those it marks.
+RowMarker = Callable[[list[str]], Mapping[str, Mark]]
+_markers: list[RowMarker] = []
+
+
+def mark_rows_with(marker: RowMarker) -> None:
+    """Register a marker of the work queue's rows (an app's ``ready``)."""
+    if marker not in _markers:
+        _markers.append(marker)
+
+
 @dataclass(frozen=True)
 class RowMarks:
     """What the work queue says beside a row's state."""
 
     pending: frozenset[str]  # tasks with a proposal waiting for approval
     retried: dict[str, tuple[str, str]]  # task → (its successor, the successor's state, or "")
+    more: dict[str, list[Any]] = field(default_factory=dict)  # task → the markers' marks
 
 
 def row_marks(task_ids: Iterable[str]) -> RowMarks:
-    """The marks of the rows shown: two queries for the whole page."""
+    """The marks of the rows shown: two queries for the whole page, and one per marker."""
     shown = list(task_ids)
     if not shown:
         return RowMarks(frozenset(), {})
@@ -93,7 +114,11 @@ def row_marks(task_ids: Iterable[str]) -> RowMarks:
         s.task_id: (s.result_task_id, getattr(getattr(s, "followup", None), "state", "") or "")
         for s in retries
     }
-    return RowMarks(pending, retried)
+    more: dict[str, list[Any]] = {}
+    for marker in _markers:
+        for task_id, mark in marker(shown).items():
+            more.setdefault(task_id, []).append(mark)
+    return RowMarks(pending, retried, more)
 
 
 def pending_proposal_on(task_id: str) -> Proposal | None:

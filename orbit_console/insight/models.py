@@ -59,8 +59,9 @@ class Wait(models.Model):
     Open while ``ended_at`` is empty; ``open_task`` then holds the task's id, so that a task
     waits in one period at a time. ``first_started_at`` is the start of the first decision made
     about it (the waiting clock's end). ``deadline`` is when a person should have decided: set by
-    the rules registered with ``waiting.decide_deadlines_with`` (waiting-time objectives), empty
-    while there are none."""
+    the rules registered with ``waiting.decide_deadlines_with`` (waiting-time objectives,
+    ``Objective``), empty where none applies; ``breached_at``: when it was told to have waited
+    past it."""
 
     namespace_id = models.CharField(max_length=64)
     queue_id = models.CharField(max_length=64, blank=True, default="")
@@ -76,6 +77,8 @@ class Wait(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     end = models.CharField(max_length=8, choices=WaitEnd.choices, blank=True, default="")
     open_task = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    # When the notifier told that it waited past its deadline (objectives.py): once per period.
+    breached_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -86,6 +89,10 @@ class Wait(models.Model):
             models.Index(fields=["namespace_id", "ended_at", "entered_at"], name="insight_waiting"),
             # Waiting past a deadline (objectives).
             models.Index(fields=["ended_at", "deadline"], name="insight_wait_deadline"),
+            # Waiting past a deadline and not yet told (the notifier's scan, objectives.py).
+            models.Index(
+                fields=["ended_at", "breached_at", "deadline"], name="insight_wait_untold"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -390,3 +397,43 @@ class Backfill(models.Model):
 
     def __str__(self) -> str:
         return f"backfill of {self.namespace_id} ({self.subscription_id})"
+
+
+# --- Objectives (objectives.py) -------------------------------------------------------------
+
+
+class Objective(models.Model):
+    """A waiting-time objective: a task parked in NEEDS_REVIEW in ``namespace_id`` — of
+    ``handler``, or of any handler when it is empty — should have a decision started within
+    ``decide_within`` of entering review. The deadline it gives is stored on the period when the
+    task is parked (``Wait.deadline``; a handler's objective before its namespace's)."""
+
+    namespace_id = models.CharField(max_length=64)
+    handler = models.CharField(max_length=HANDLER_CHARS, blank=True, default="")
+    decide_within = models.DurationField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace_id", "handler"], name="insight_objective_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id}/{self.handler or '*'}: decide within {self.decide_within}"
+
+
+class StallAlarm(models.Model):
+    """A namespace's stall alarm: tasks wait in NEEDS_REVIEW and no decision has been made
+    there for ``after`` — since the latest decision, or since the oldest of those tasks entered
+    review if that is later. ``stalled_since``: the start of the stall told last, while it lasts
+    (told once per stall)."""
+
+    namespace_id = models.CharField(max_length=64, unique=True)
+    after = models.DurationField()
+    updated_at = models.DateTimeField()
+    stalled_since = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id}: stalled after {self.after}"

@@ -23,6 +23,7 @@ from orbit_console.feed.models import Source
 from orbit_console.insight import sketch
 from orbit_console.insight.models import (
     DAY,
+    HANDLER_CHARS,
     HOUR,
     ClockTally,
     DecisionFact,
@@ -34,6 +35,7 @@ from orbit_console.insight.models import (
 )
 from orbit_console.insight.tallies import CLOCKS, day_of, hour_of
 from orbit_console.insight.waiting import Ages, ages_at, entered_times
+from orbit_console.people.accounts import company_ids
 
 STEPS = ("hour", "day", "week")
 MAX_STEPS = 5000
@@ -436,6 +438,9 @@ class Earlier:
     evidence_link: str  # the link its reference makes under the namespace's policy now
     successor_state: str
     in_batch: bool
+    company: frozenset[str] = (
+        frozenset()
+    )  # of decided_by and approved_by, those company sign-in made
 
 
 @dataclass(frozen=True)
@@ -477,6 +482,7 @@ def precedent(
     asks, as long as no decision settles meanwhile. ``excluding``: a decision not to list (the
     proposal being approved)."""
     since = precedent_since(now)
+    handler = handler[:HANDLER_CHARS]  # as the facts keep it
     queues = None if queue_ids is None else list(queue_ids)
     handlers = PrecedentTally.objects.filter(
         namespace_id=namespace_id, handler=handler, start__gte=since
@@ -506,10 +512,13 @@ def precedent(
         listed += rows.select_related("decided_by", "approved_by").order_by("-settled_at", "-id")[
             :wanted
         ]
+    company = company_ids(
+        user_id for fact in listed for user_id in (fact.decided_by_id, fact.approved_by_id)
+    )
     return Precedent(
         since=since,
         counts=counts,
-        decisions=[_earlier(fact) for fact in listed],
+        decisions=[_earlier(fact, company) for fact in listed],
         retries=retries,
     )
 
@@ -523,8 +532,9 @@ def _summed(rows: QuerySet) -> dict[str, int]:
     return {outcome: int(total) for outcome, total in summed if total}
 
 
-def _earlier(fact: DecisionFact) -> Earlier:
+def _earlier(fact: DecisionFact, company: frozenset[int] = frozenset()) -> Earlier:
     assert fact.settled_at is not None  # noqa: S101 -- only settled decisions are listed
+    people = (fact.decided_by, fact.approved_by)
     return Earlier(
         id=fact.id,
         task_id=fact.task_id,
@@ -541,6 +551,9 @@ def _earlier(fact: DecisionFact) -> Earlier:
         else "",
         successor_state=fact.successor_state,
         in_batch=bool(fact.batch_id),
+        company=frozenset(
+            user.get_username() for user in people if user is not None and user.pk in company
+        ),
     )
 
 

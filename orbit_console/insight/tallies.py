@@ -10,17 +10,21 @@ a decision) changes no row. ``recompute`` sums every fact afresh: the rollups mu
 Rows are written in one order (their table, then their key), a statement per table that adds
 to each row or inserts it (``_upsert``). Two transactions thus never wait for each other's rows
 in opposite orders within the rollups, and no count is lost to a race of two inserts.
+
+What a fact adds also names each clock it ended, exactly (``ENDED``: no rollup row): a move that
+ends a clock observes it in Prometheus' histogram once committed (``metrics.py``), so the
+histogram and the rollups count the same clocks, each once.
 """
 
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from django.db import models, transaction
 
-from orbit_console.insight import sketch
+from orbit_console.insight import metrics, sketch
 from orbit_console.insight.models import (
     APPLIED,
     DAY,
@@ -55,6 +59,9 @@ TABLES: dict[str, tuple[type[models.Model], tuple[str, ...]]] = {
     "precedent": _keyed(PrecedentTally),
     "wait": _keyed(WaitTally),
 }
+
+# Not a table: a clock that ended, keyed (namespace, clock, start, end), for the histogram.
+ENDED = "ended"
 
 # The clocks (docs/insight.md): waiting (entered review → first decision started), deciding
 # (started → confirmed), approving (proposed → approved or rejected), and a batch's sending
@@ -100,6 +107,7 @@ class _Adder:
         for grain, period in _grains(end):
             key = (self.namespace_id, grain, period, clock, self.queue_id, bucket)
             self.found["clock", key] += 1
+        self.found[ENDED, (self.namespace_id, clock, start, end)] += 1
 
 
 def of_decision(fact: DecisionFact | None) -> Tallies:
@@ -217,9 +225,12 @@ def moved(before: Tallies, after: Tallies) -> None:
 
 
 def apply(change: Tallies) -> None:
-    """Add ``change`` to the rollup rows: one statement per table, its rows in key order."""
+    """Add ``change`` to the rollup rows: one statement per table, its rows in key order; and
+    observe the clocks it ends once committed."""
+    _observe_on_commit(change)
     per_table: dict[str, list[tuple[tuple[Any, ...], int]]] = {}
-    for (table, key), delta in sorted(change.items(), key=lambda item: (item[0][0], item[0][1])):
+    placed = ((place, delta) for place, delta in change.items() if place[0] in TABLES)
+    for (table, key), delta in sorted(placed, key=lambda item: (item[0][0], item[0][1])):
         if delta:
             per_table.setdefault(table, []).append((key, delta))
     connection = transaction.get_connection()
@@ -235,6 +246,26 @@ def apply(change: Tallies) -> None:
             values.append(delta)
         with connection.cursor() as cursor:
             cursor.execute(_upsert(model, names, connection.vendor, len(rows)), values)
+
+
+def _observe_on_commit(change: Tallies) -> None:
+    """The clocks a move ends, for the histogram: a clock the move only shifts (a decision
+    learnt later to have started earlier) was observed when it first ended, and is not again
+    (a histogram cannot take an observation back)."""
+    ended = [(key, delta) for (table, key), delta in change.items() if table == ENDED and delta]
+    shifted = {(key[0], key[1]) for key, delta in ended if delta < 0}
+    observed = [
+        (namespace_id, clock, (end - start).total_seconds())
+        for (namespace_id, clock, start, end), delta in ended
+        if delta > 0 and (namespace_id, clock) not in shifted
+    ]
+    if observed:
+        transaction.on_commit(partial(_observe, observed))
+
+
+def _observe(observed: list[tuple[str, str, float]]) -> None:
+    for namespace_id, clock, seconds in observed:
+        metrics.clock_ended(namespace_id, clock, seconds)
 
 
 @cache
@@ -267,7 +298,7 @@ def recompute(namespace_ids: Iterable[str] | None = None) -> Tallies:
         total.update(of_wait(wait))
     for batch in BatchFact.objects.filter(**scope).iterator(chunk_size=2000):
         total.update(of_batch(batch))
-    return +total
+    return Counter({place: n for place, n in total.items() if n > 0 and place[0] in TABLES})
 
 
 def stored(namespace_ids: Iterable[str] | None = None) -> Tallies:

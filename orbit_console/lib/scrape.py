@@ -56,9 +56,10 @@ class ScrapeCollector(Collector):
 _registered: set[str] = set()
 
 
-def register_once(collector: ScrapeCollector) -> None:
-    """Register ``collector`` on the default registry, once per class (an app's ``ready`` may
-    run again, as in tests that reload the apps)."""
+def register_once(collector: Collector) -> None:
+    """Register ``collector`` (a ``ScrapeCollector``, or one of an app's instruments) on the
+    default registry, once per class (an app's ``ready`` may run again, as in tests that reload
+    the apps)."""
     from prometheus_client import REGISTRY
 
     name = type(collector).__qualname__

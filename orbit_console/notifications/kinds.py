@@ -15,6 +15,8 @@ KINDS = {
     "batch.expired": _("Your batch expired without being approved"),
     "batch.finished": _("A batch finished"),
     "submission.unknown": _("A decision's outcome is still unknown"),
+    "objective.breached": _("A task waits past its objective"),
+    "decisions.stalled": _("Tasks wait and no decision has been made"),
     "audit.verify_failed": _("Audit verification found a break"),
     "audit.checkpoint_overdue": _("The audit checkpoint is overdue"),
 }

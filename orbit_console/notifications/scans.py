@@ -2,18 +2,22 @@
 unique key): a decision whose outcome is still unknown after
 ``CONSOLE_NOTIFY_UNKNOWN_AFTER_MINUTES``; a signed ``audit verify`` that found a break; the
 newest checkpoint older than its period (``ORBIT_AUDIT_CHECKPOINT_SECONDS``) plus
-``CONSOLE_NOTIFY_CHECKPOINT_GRACE_SECONDS``.
+``CONSOLE_NOTIFY_CHECKPOINT_GRACE_SECONDS``; a task waiting past its waiting-time objective;
+a namespace whose decisions have stalled (insight's objectives and stall alarm).
 
-The audit's results are read from what the audit app records (its signed rows), so the audit
-app knows nothing of notifications."""
+The audit's results are read from what the audit app records (its signed rows), and the
+objectives' from what insight records (its periods of waiting, marked once told), so neither
+app knows anything of notifications."""
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.urls import reverse
 
 from orbit_console.audit import status
@@ -26,6 +30,16 @@ from orbit_console.decisions.models import (
     Submission,
     SubmissionState,
 )
+from orbit_console.insight.objectives import (
+    breach_told,
+    stall_alarms,
+    stall_of,
+    stall_over,
+    stall_told,
+    untold_breaches,
+    waiting_in_review,
+)
+from orbit_console.lib.durations import format_duration
 from orbit_console.notifications.models import Notification
 from orbit_console.notifications.outbox import auditors, notify, supervisors_of
 
@@ -173,7 +187,85 @@ def _remind(
     return bool(notify(kind=f"{what}.reminder", key=key, recipients=recipients, **notification))
 
 
+def objective_breaches(now: datetime) -> int:
+    """Tasks waiting past their objective: each told once (the period is marked in the
+    transaction that writes its notification) to the supervisors whose credential covers the
+    task's queue, and to the namespace's webhooks."""
+    told = 0
+    supervisors: dict[tuple[str, str], list[User]] = {}
+    for wait in untold_breaches(now=now):
+        if wait.deadline is None:  # pragma: no cover -- only periods with a deadline are read
+            continue
+        place = (wait.namespace_id, wait.queue_id)
+        if place not in supervisors:
+            supervisors[place] = supervisors_of(wait.namespace_id, queue_id=wait.queue_id)
+        with transaction.atomic():
+            if not breach_told(wait=wait, now=now):
+                continue  # another worker told it
+            told += bool(
+                notify(
+                    kind="objective.breached",
+                    key=f"objective.breached:{wait.id}",
+                    recipients=supervisors[place],
+                    namespace_id=wait.namespace_id,
+                    task_id=wait.task_id,
+                    facts={
+                        "handler": wait.handler,
+                        "waiting_since": wait.entered_at.isoformat(),
+                        "deadline": wait.deadline.isoformat(),
+                        "objective": format_duration(wait.deadline - wait.entered_at),
+                    },
+                    path=reverse("console:task", args=[wait.task_id]),
+                    now=now,
+                )
+            )
+    return told
+
+
+def stalled_decisions(now: datetime) -> int:
+    """Namespaces with a stall alarm where tasks have waited in review for its time with no
+    decision made: each stall told once, while it lasts, to the namespace's supervisors (those
+    whose credential covers every queue: a stall is the namespace's) and its webhooks."""
+    told = 0
+    for alarm in stall_alarms():
+        stall = stall_of(alarm.namespace_id)
+        if stall.since is None or stall.stalled_for(now) < alarm.after:
+            if alarm.stalled_since is not None:
+                stall_over(namespace_id=alarm.namespace_id)
+            continue
+        if alarm.stalled_since is not None:
+            continue  # told while it lasts
+        with transaction.atomic():
+            if not stall_told(namespace_id=alarm.namespace_id, since=stall.since):
+                continue
+            facts = {
+                "waiting": waiting_in_review(alarm.namespace_id),
+                "stalled_since": stall.since.isoformat(),
+                "stall_after": format_duration(alarm.after),
+            }
+            if stall.last_decision_at is not None:
+                facts["last_decision_at"] = stall.last_decision_at.isoformat()
+            query = urlencode({"namespace": alarm.namespace_id, "state": "NEEDS_REVIEW"})
+            told += bool(
+                notify(
+                    kind="decisions.stalled",
+                    key=f"decisions.stalled:{alarm.namespace_id}:{stall.since.isoformat()}",
+                    recipients=supervisors_of(alarm.namespace_id),
+                    namespace_id=alarm.namespace_id,
+                    facts=facts,
+                    path=f"{reverse('console:work_queue')}?{query}",
+                    now=now,
+                )
+            )
+    return told
+
+
 def scan(now: datetime) -> int:
     return (
-        unknown_outcomes(now) + reminders(now) + failed_verifications(now) + overdue_checkpoint(now)
+        unknown_outcomes(now)
+        + reminders(now)
+        + failed_verifications(now)
+        + overdue_checkpoint(now)
+        + objective_breaches(now)
+        + stalled_decisions(now)
     )

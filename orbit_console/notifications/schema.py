@@ -8,6 +8,12 @@ from orbit_console.notifications.kinds import KINDS
 ID = {"type": "string", "pattern": "^[0-9a-f]{32}$"}
 TEXT = {"type": "string", "maxLength": 2000}
 
+
+def _duration(what: str) -> dict[str, Any]:
+    """A duration as ``manage.py console objective`` takes and shows it (lib/durations.py)."""
+    return {"type": "string", "maxLength": 20, "description": f"{what}, as set: 30m, 4h, 1h30m"}
+
+
 FACTS = {
     "type": "object",
     "description": "Plain facts: states, counts, the reason; never a body or a business key.",
@@ -28,6 +34,14 @@ FACTS = {
         "first_break": {"type": "string", "maxLength": 200},
         "last_checkpoint_at": {"type": "string", "format": "date-time"},
         "number": {"type": "integer", "minimum": 0},
+        "handler": {"type": "string", "maxLength": 200},
+        "waiting_since": {"type": "string", "format": "date-time"},
+        "deadline": {"type": "string", "format": "date-time"},
+        "objective": _duration("the waiting-time objective"),
+        "waiting": {"type": "integer", "minimum": 0},
+        "stalled_since": {"type": "string", "format": "date-time"},
+        "last_decision_at": {"type": "string", "format": "date-time"},
+        "stall_after": _duration("the stall alarm"),
     },
     "additionalProperties": False,
 }

@@ -76,6 +76,22 @@ def lines(notification: Notification) -> list[str]:
         found.append(_("First break: %(where)s") % {"where": data["first_break"]})
     if data.get("last_checkpoint_at"):
         found.append(_("Last checkpoint: %(when)s") % {"when": data["last_checkpoint_at"]})
+    if data.get("handler"):
+        found.append(_("Handler: %(handler)s") % {"handler": data["handler"]})
+    if data.get("waiting_since"):
+        found.append(_("Waiting since: %(when)s") % {"when": data["waiting_since"]})
+    if data.get("objective"):
+        found.append(_("Objective: decide within %(objective)s") % {"objective": data["objective"]})
+    if data.get("deadline"):
+        found.append(_("Deadline: %(when)s") % {"when": data["deadline"]})
+    if data.get("waiting") is not None:
+        found.append(_("Tasks waiting in review: %(n)s") % {"n": data["waiting"]})
+    if data.get("stalled_since"):
+        found.append(_("No decision since: %(when)s") % {"when": data["stalled_since"]})
+    if data.get("last_decision_at"):
+        found.append(_("Last decision: %(when)s") % {"when": data["last_decision_at"]})
+    if data.get("stall_after"):
+        found.append(_("Stall alarm after: %(after)s") % {"after": data["stall_after"]})
     return [one_line(line) for line in found]
 
 

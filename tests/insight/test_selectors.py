@@ -37,6 +37,9 @@ def settled(
     successor: str = "",
     who: User | None = None,
     fact_id: str | None = None,
+    approver: User | None = None,
+    reason: str = "",
+    evidence: str = "",
 ) -> DecisionFact:
     """A decision settled at ``at``, with its rollups, as recording.py would leave it."""
     fact = DecisionFact(
@@ -48,10 +51,11 @@ def settled(
         action=action,
         handler=handler,
         error_code=code,
-        reason=f"why {at:%d %H:%M}",
-        evidence_ref="INC-1" if links else "note",
+        reason=reason or f"why {at:%d %H:%M}",
+        evidence_ref=evidence or ("INC-1" if links else "note"),
         evidence_links=links,
         decided_by=who,
+        approved_by=approver,
         stored_at=at - timedelta(minutes=5),
         started_at=at - timedelta(minutes=9),
         applied_at=at if outcome in ("succeeded", "failed", "retried") else None,

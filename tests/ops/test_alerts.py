@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +22,7 @@ import pytest
 import yaml
 from django.conf import settings
 
+from orbit_console.insight.objectives import stall_alarm_set
 from tests.console.web import signed_in
 from tests.ops.helpers import scrape
 from tests.support import servers
@@ -50,10 +52,17 @@ def alert_rules() -> list[dict[str, Any]]:
     return [rule for group in groups for rule in group["rules"]]
 
 
+# Label names, not series: a grouping's or a matching's list, and what a selector's braces hold
+# (insight's series carry the label ``orbit_namespace``).
+LABEL_LISTS = re.compile(
+    r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)|\{[^}]*\}"
+)
+
+
 def metric_names(expr: str) -> set[str]:
     """The series an expression reads: every name before a selector's braces, and every
-    ``orbit_`` name (selected without braces)."""
-    return set(SELECTOR.findall(expr)) | set(ORBIT_NAME.findall(expr))
+    ``orbit_`` name (selected without braces) that is no label."""
+    return set(SELECTOR.findall(expr)) | set(ORBIT_NAME.findall(LABEL_LISTS.sub(" ", expr)))
 
 
 def dashboard_exprs() -> list[str]:
@@ -207,6 +216,8 @@ def test_every_metric_the_rules_and_the_dashboard_read_is_exported(
     """Scrapes a real console after a signed-in person's pages (which call the API) and an API
     request of its own, and a real reconciler after its first pass: the names read by every
     alert and every panel must be among the samples they serve."""
+    # An administrator set the namespace's stall alarm: its threshold is a series of its own.
+    stall_alarm_set(namespace_id=world["namespace_id"], after=timedelta(hours=2))
     with signed_in(metered_console.url, people["operator"]) as operator:
         assert operator.get("/").status_code == 200
         assert operator.get(f"/tasks/{world['tasks']['needs_review']}").status_code == 200

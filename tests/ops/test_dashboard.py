@@ -114,3 +114,20 @@ def test_the_dashboard_answers_what_an_operator_asks() -> None:
     ]
     assert any(re.search(r'view=~"console:', expr) for expr in latency)  # pages
     assert any(re.search(r'view=~"api:', expr) for expr in latency)  # the API
+
+
+def test_the_dashboard_shows_the_tasks_waiting_for_people() -> None:
+    """Issue 43: what waits by namespace and past its objective, the three clocks, breaches and
+    stalls — a row of their own."""
+    rows = [panel["title"] for panel in dashboard()["panels"] if panel["type"] == "row"]
+    assert "Waiting for people" in rows
+    exprs = [target["expr"] for panel in query_panels() for target in panel["targets"]]
+    read = {name for expr in exprs for name in metric_names(expr)}
+    assert {
+        "orbit_tasks_waiting_for_a_person",
+        "orbit_tasks_waiting_past_objective",
+        "orbit_decision_clock_seconds_bucket",
+        "orbit_objective_breaches_total",
+        "orbit_decisions_stalled_seconds",
+    } <= read
+    assert any("by (le, clock)" in expr and "histogram_quantile(0.95" in expr for expr in exprs)

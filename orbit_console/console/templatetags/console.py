@@ -149,10 +149,15 @@ def seconds(value: timedelta | None) -> str:
 @register.simple_tag
 def row_marks(marks: Any, task_id: str) -> dict[str, Any]:
     """A work queue row's marks (console/waiting.py ``RowMarks``): ``pending`` (a proposal
-    waits for approval) and ``retried`` (the successor's id and state), for ``{% ... as %}``."""
+    waits for approval), ``retried`` (the successor's id and state) and ``more`` (other apps'
+    marks, each with its template), for ``{% ... as %}``."""
     if marks is None:
         return {}
-    return {"pending": task_id in marks.pending, "retried": marks.retried.get(task_id)}
+    return {
+        "pending": task_id in marks.pending,
+        "retried": marks.retried.get(task_id),
+        "more": marks.more.get(task_id, []),
+    }
 
 
 @register.inclusion_tag("console/partials/nav_waiting.html", takes_context=True)

@@ -502,6 +502,7 @@ async def _render(
         "wizard": wizard,
         "task": task,
         "pin": pin.dumps(),
+        "pinned": pin,  # what the decision is made on: precedent's, on the decide step
         "pinned_revision": revision,
         "moved": revision != task.revision,
         "steps": wizard.steps,

@@ -15,6 +15,8 @@ console link --unlink NAME                     (the account is a person of its o
 console link --held ID --same-as NAME          (a held company sign-in is NAME's person)
 console link --held ID --apart                 (a held company sign-in is someone else)
 console link --list                            (held company sign-ins and linked accounts)
+console objective ...                          (waiting-time objectives and the stall alarm:
+                                                added by insight, docs/insight.md)
 
 A person holds at most one credential per namespace and sees what their credentials cover: a
 credential for a namespace replaces the one held there, those of other namespaces stay.
@@ -31,6 +33,7 @@ from django.db import transaction
 
 from orbit_console.console.management import linking
 from orbit_console.console.management.linking import shown
+from orbit_console.console.management.subcommands import added
 from orbit_console.people.credentials import (
     TokenRefused,
     check_external_token,
@@ -88,8 +91,14 @@ class Command(BaseCommand):
             type=Path,
             help="a token issued by Orbit: stored with the scope the API says it has",
         )
+        for name, subcommand in added().items():
+            subcommand.add_arguments(commands.add_parser(name, help=subcommand.help))
 
     def handle(self, *args: Any, **options: Any) -> None:
+        subcommand = added().get(options["command"])
+        if subcommand is not None:
+            subcommand.handle(self, options)
+            return
         if options["command"] == "signout":
             self._sign_out(options["name"])
             return
